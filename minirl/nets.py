@@ -70,10 +70,21 @@ class TanhGaussianActor(_ActionScaler):
         self.trunk = mlp(obs_dim, 2 * act_dim, hidden)
         self.act_dim = act_dim
 
-    def _dist(self, obs: torch.Tensor) -> Normal:
+    def mean_std(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Mean and standard deviation of the pre-tanh Gaussian."""
         mu, log_std = self.trunk(obs).chunk(2, dim=-1)
-        log_std = log_std.clamp(LOG_STD_MIN, LOG_STD_MAX)
-        return Normal(mu, log_std.exp())
+        return mu, log_std.clamp(LOG_STD_MIN, LOG_STD_MAX).exp()
+
+    def _dist(self, obs: torch.Tensor) -> Normal:
+        return Normal(*self.mean_std(obs), validate_args=False)
+
+    def action(self, obs: torch.Tensor, noise: torch.Tensor | None = None) -> torch.Tensor:
+        """``tanh(mu + sigma * noise)`` in the bounds, without log-probabilities (cheap, for acting).
+
+        ``noise=None`` gives the deterministic action ``tanh(mu)``.
+        """
+        mu, std = self.mean_std(obs)
+        return self.to_env(torch.tanh(mu if noise is None else mu + std * noise))
 
     def _squash_log_prob(self, dist: Normal, u: torch.Tensor) -> torch.Tensor:
         # log pi(a|s) = log N(u) - sum log(1 - tanh(u)^2) - sum log(scale); the middle term in a stable form.
@@ -111,7 +122,7 @@ class GaussianActor(_ActionScaler):
     def dist(self, obs: torch.Tensor) -> Normal:
         mean = self.to_env(self.mean_net(obs))
         std = self.log_std.clamp(self.log_std_min, self.log_std_max).exp() * self.action_scale
-        return Normal(mean, std)
+        return Normal(mean, std, validate_args=False)
 
     def log_prob(self, obs: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
         return self.dist(obs).log_prob(action).sum(-1)

@@ -1,0 +1,151 @@
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from minirl.bc import BC, BCConfig
+from minirl.data import OfflineDataset
+from minirl.train import (SCALES, NonFiniteLossError, evaluate, get_scale, main, make_agent, prepare_dataset,
+                          train)
+
+
+def pendulum_like(n=600, seed=0):
+    """Random transitions shaped like Pendulum-v1 (obs 3, action 1 in [-2, 2]), 200-step episodes."""
+    rng = np.random.default_rng(seed)
+    obs = rng.normal(size=(n, 3)).astype(np.float32)
+    timeouts = np.zeros(n, bool)
+    timeouts[199::200] = True
+    return OfflineDataset(observations=obs, actions=rng.uniform(-2, 2, (n, 1)).astype(np.float32),
+                          rewards=rng.normal(size=n).astype(np.float32),
+                          next_observations=np.roll(obs, -1, 0), terminals=np.zeros(n, bool), timeouts=timeouts,
+                          action_low=-2.0, action_high=2.0)
+
+
+def params(agent):
+    return torch.cat([p.detach().flatten() for p in agent.actor.parameters()])
+
+
+def strip_timing(history):
+    return {k: [{kk: vv for kk, vv in e.items() if kk != "updates_per_s"} for e in v] for k, v in history.items()}
+
+
+def test_scales(monkeypatch):
+    monkeypatch.setenv("MINIRL_SCALE", "full")
+    assert get_scale().steps == 1_000_000 and get_scale().batch_size == 256
+    assert get_scale("smoke").steps < get_scale("cpu").steps < get_scale("full").steps
+    monkeypatch.setenv("MINIRL_SCALE", "huge")
+    with pytest.raises(ValueError, match="MINIRL_SCALE must be one of"):
+        get_scale()
+    assert set(SCALES) == {"smoke", "cpu", "full"}
+
+
+def test_resume_gives_the_same_numbers(tmp_path):
+    ds = pendulum_like()
+    kw = dict(eval_env="Pendulum-v1", eval_every=30, eval_episodes=2, log_every=10, seed=3, progress=False)
+    torch.manual_seed(0)
+    a = BC(3, 1, -2, 2)
+    straight = train(a, ds, 60, out=tmp_path / "a", checkpoint_every=30, **kw)
+    torch.manual_seed(0)
+    b1 = BC(3, 1, -2, 2)
+    train(b1, ds, 30, out=tmp_path / "b", checkpoint_every=30, **kw)
+    torch.manual_seed(123)  # a fresh process builds a fresh agent: its initial weights must not matter
+    b2 = BC(3, 1, -2, 2)
+    resumed = train(b2, ds, 60, out=tmp_path / "b", checkpoint_every=30, resume=True, **kw)
+    assert torch.equal(params(a), params(b2))
+    assert strip_timing(straight) == strip_timing(resumed)
+    lines_a = [json.loads(x) for x in (tmp_path / "a" / "log.jsonl").read_text().splitlines()]
+    lines_b = [json.loads(x) for x in (tmp_path / "b" / "log.jsonl").read_text().splitlines()]
+    assert [{k: v for k, v in e.items() if k != "updates_per_s"} for e in lines_a] == \
+           [{k: v for k, v in e.items() if k != "updates_per_s"} for e in lines_b]
+    assert (tmp_path / "b" / "eval.csv").read_text().splitlines()[0] == "step,return_mean,return_std"
+    assert (tmp_path / "b" / "agent.pt").exists()
+
+
+def test_same_seed_same_numbers_different_seed_different():
+    ds = pendulum_like()
+    runs = []
+    for seed in (0, 0, 1):
+        torch.manual_seed(0)  # same initial weights: only the training seed (batches) differs
+        agent = BC(3, 1, -2, 2)
+        train(agent, ds, 20, seed=seed, progress=False)
+        runs.append(params(agent))
+    assert torch.equal(runs[0], runs[1]) and not torch.equal(runs[0], runs[2])
+
+
+class ExplodingAgent:
+    def __init__(self, at_step):
+        self.at, self.n = at_step, 0
+
+    def update(self, batch):
+        self.n += 1
+        return {"actor_loss": 1.0, "critic_loss": float("nan") if self.n == self.at else 0.5}
+
+
+def test_nan_loss_stops_with_the_loss_and_step():
+    with pytest.raises(NonFiniteLossError, match=r"critic_loss is nan at step 7"):
+        train(ExplodingAgent(7), pendulum_like(), 20, progress=False)
+
+
+def test_inf_loss_is_caught_too():
+    class Inf(ExplodingAgent):
+        def update(self, batch):
+            return {"q_loss": float("inf")}
+    with pytest.raises(NonFiniteLossError, match=r"q_loss is inf at step 1"):
+        train(Inf(1), pendulum_like(), 5, progress=False)
+
+
+def test_argument_errors(tmp_path):
+    ds = pendulum_like()
+    with pytest.raises(ValueError, match="eval_every is set but eval_env is None"):
+        train(BC(3, 1, -2, 2), ds, 5, eval_every=2, progress=False)
+    with pytest.raises(ValueError, match="checkpoint_every needs out="):
+        train(BC(3, 1, -2, 2), ds, 5, checkpoint_every=2, progress=False)
+    with pytest.raises(ValueError, match="resume=True needs out="):
+        train(BC(3, 1, -2, 2), ds, 5, resume=True, progress=False)
+
+
+def test_evaluate_is_seeded_and_batched():
+    class Zero:
+        calls = []
+
+        def act(self, obs, deterministic=True):
+            self.calls.append(len(obs))
+            return np.zeros((len(obs), 1), np.float32)
+    agent = Zero()
+    r1 = evaluate(agent, "Pendulum-v1", episodes=3, seed=5)
+    r2 = evaluate(agent, "Pendulum-v1", episodes=3, seed=5)
+    assert r1.shape == (3,) and np.array_equal(r1, r2) and len(set(r1)) == 3
+    assert agent.calls[0] == 3 and len(agent.calls) == 2 * 200  # one batched call per step, 200-step episodes
+
+
+def test_prepare_dataset_and_make_agent():
+    ds = pendulum_like()
+    data, state, reward = prepare_dataset(ds, normalize_states=True, reward_scale="return_range")
+    assert np.allclose(data.observations.mean(0), 0, atol=1e-4)
+    assert np.allclose(state.inverse(data.observations), ds.observations, atol=1e-4)
+    returns = data.episode_returns()
+    assert returns.max() - returns.min() == pytest.approx(1000, rel=1e-4)
+    assert prepare_dataset(ds) == (ds, None, None)
+    with pytest.raises(ValueError, match="reward_scale must be None or 'return_range'"):
+        prepare_dataset(ds, reward_scale="max")
+    agent, cfg = make_agent("bc", ds, lr=1e-3, hidden=(32, 32))
+    assert isinstance(agent, BC) and cfg == BCConfig(lr=1e-3, hidden=(32, 32))
+    with pytest.raises(ValueError, match="BCConfig has no field 'learning_rate'"):
+        make_agent("bc", ds, learning_rate=1e-3)
+    with pytest.raises(ValueError, match="unknown algorithm 'dqn'"):
+        make_agent("dqn", ds)
+
+
+def test_cli_train_writes_logs(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("MINIRL_DATA", str(tmp_path / "data"))
+    out = tmp_path / "run"
+    assert main(["train", "--algo", "bc", "--dataset", "pendulum-medium", "--scale", "smoke", "--steps", "50",
+                 "--eval-every", "50", "--eval-episodes", "2", "--out", str(out),
+                 "--set", "hidden=[32,32]"]) == 0
+    printed = capsys.readouterr().out
+    assert "scale=smoke steps=50" in printed and "normalised score" in printed
+    cfg = json.loads((out / "config.json").read_text())
+    assert cfg["config"]["hidden"] == [32, 32] and cfg["steps"] == 50
+    evals = [json.loads(x) for x in (out / "log.jsonl").read_text().splitlines() if '"eval"' in x]
+    assert evals[-1]["step"] == 50 and "score_mean" in evals[-1]
