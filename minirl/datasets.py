@@ -43,7 +43,8 @@ class Task:
     ref_expert: float               # mean return of the expert snapshot, acting stochastically as in its dataset
     sizes: dict                     # transitions per tier at full size
     medium: str                     # snapshot file names
-    expert: str
+    expert: str | None              # None while the task's SAC run has not reached expert level
+
     replay: tuple                   # ((snapshot file or None for random warm-up, transitions), ...) up to medium
     info: dict                      # training provenance: steps, seed, evaluation returns of each snapshot
 
@@ -72,16 +73,26 @@ def available_tasks() -> list[str]:
     return [t for t in TASKS if (ASSETS / t / "manifest.json").exists()]
 
 
+def task_tiers(task: Task) -> tuple[str, ...]:
+    """The tiers a task can make: all of :data:`TIERS`, less those needing an expert it does not have yet."""
+    return TIERS if task.expert else tuple(t for t in TIERS if "expert" not in t)
+
+
 def dataset_names() -> list[str]:
     """Every dataset name that can be made here, e.g. ``"pendulum-medium-replay"``."""
-    return [f"{t}-{tier}" for t in available_tasks() for tier in TIERS]
+    return [f"{t}-{tier}" for t in available_tasks() for tier in task_tiers(get_task(t))]
 
 
 def parse_name(name: str) -> tuple[Task, str]:
     task, _, tier = name.partition("-")
     if tier not in TIERS:
         raise ValueError(f"unknown dataset {name!r}: the tier must be one of {TIERS}, e.g. 'pendulum-medium'")
-    return get_task(task), tier
+    t = get_task(task)
+    if tier not in task_tiers(t):
+        raise ValueError(f"dataset {name!r} is not available yet: task {task!r} has no expert behaviour policy "
+                         f"(its SAC run stopped at {t.info.get('sac_run_steps')} steps); available: "
+                         f"{[f'{task}-{x}' for x in task_tiers(t)]}")
+    return t, tier
 
 
 def normalized_score(task: str | Task, returns):
@@ -182,7 +193,7 @@ def dataset_info(name: str, n_transitions: int | None = None, progress: bool = T
 
 def export_assets(task: str, run_dir: str | os.PathLike, medium_window: tuple[float, float], sizes: dict,
                   replay_every: int, replay_multiplier: float = 1.0, medium_step: int | None = None,
-                  expert_step: int | None = None,
+                  expert_step: int | None = None, ref_expert: float | None = None, ref_expert_source: str = "",
                   episodes: int = 20, seed: int = 123) -> dict:
     """Pick the medium and expert snapshots of a SAC run, measure reference returns, write ``manifest.json``.
 
@@ -192,9 +203,13 @@ def export_assets(task: str, run_dir: str | os.PathLike, medium_window: tuple[fl
     * ``medium-replay``: the random warm-up and every ``replay_every``-th step's snapshot up to medium, each
       weighted by the training steps it acted (times ``replay_multiplier``, to make a small task's buffer useful).
     Reference returns: ``ref_random`` over ``5 * episodes`` uniform-random episodes, ``ref_expert`` over
-    ``episodes`` stochastic episodes of the expert, so the expert dataset scores about 100.
+    ``episodes`` stochastic episodes of the expert, so the expert dataset scores about 100. A run that has not
+    reached expert level yet exports no expert: pass ``ref_expert`` (and say where it comes from in
+    ``ref_expert_source``); the ``expert`` and ``medium-expert`` tiers are then unavailable.
     """
     import shutil
+
+    import torch
 
     from .behavior import evaluate_policy, load_actor
 
@@ -203,7 +218,7 @@ def export_assets(task: str, run_dir: str | os.PathLike, medium_window: tuple[fl
     ckpt_cfg = json.loads((run / "config.json").read_text()) if (run / "config.json").exists() else {}
     snaps = {int(p.stem.split("_")[1]): p for p in (run / "snapshots").glob("step_*.pt")}
     evals = {h["step"]: h["return_mean"] for h in history if h["step"] in snaps}
-    if expert_step is None:
+    if expert_step is None and ref_expert is None:
         expert_step = max(evals, key=evals.get)
     if medium_step is None:
         medium_step = next((s for s in sorted(evals) if medium_window[0] <= evals[s] <= medium_window[1]), None)
@@ -221,7 +236,7 @@ def export_assets(task: str, run_dir: str | os.PathLike, medium_window: tuple[fl
         return dest
 
     medium = copy(medium_step, "medium.pt")
-    expert = copy(expert_step, "expert.pt")
+    expert = copy(expert_step, "expert.pt") if expert_step is not None else None
     replay_steps = [s for s in sorted(snaps) if s % replay_every == 0 and start_steps < s < medium_step]
     replay = [[None, int(start_steps * replay_multiplier)]]
     bounds = [start_steps, *replay_steps, medium_step]
@@ -232,12 +247,19 @@ def export_assets(task: str, run_dir: str | os.PathLike, medium_window: tuple[fl
     replay = [r for r in replay if r[1] > 0]
 
     ref_random = float(np.mean(evaluate_random(env_id, 5 * episodes, seed)))
-    expert_actor = load_actor(out / expert)
-    ref_expert = float(np.mean(evaluate_policy(expert_actor, env_id, episodes, seed, deterministic=False)))
-    manifest = {"env_id": env_id, "ref_random": ref_random, "ref_expert": ref_expert, "sizes": sizes,
+    torch.manual_seed(seed)
+    if expert is not None:
+        expert_actor = load_actor(out / expert)
+        ref_expert = float(np.mean(evaluate_policy(expert_actor, env_id, episodes, seed, deterministic=False)))
+        ref_expert_source = f"mean return of expert.pt over {episodes} stochastic episodes"
+    medium_actor = load_actor(out / medium)
+    medium_return = float(np.mean(evaluate_policy(medium_actor, env_id, episodes, seed, deterministic=False)))
+    manifest = {"env_id": env_id, "ref_random": ref_random, "ref_expert": ref_expert,
+                "ref_expert_source": ref_expert_source, "sizes": sizes,
                 "medium": medium, "expert": expert, "replay": replay,
                 "info": {"sac_run_steps": max(snaps), "medium_step": medium_step, "expert_step": expert_step,
-                         "eval_return_medium": evals[medium_step], "eval_return_expert": evals[expert_step],
+                         "eval_return_medium": evals[medium_step], "stochastic_return_medium": medium_return,
+                         "eval_return_expert": evals.get(expert_step),
                          "reference_episodes": {"random": 5 * episodes, "expert": episodes}}}
     (out / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
     get_task.cache_clear()
