@@ -153,17 +153,24 @@ def make_env(env_id: str, **kwargs) -> gym.Env:
 
 @torch.no_grad()
 @single_thread()
-def evaluate_policy(policy, env_id: str, episodes: int, seed: int, deterministic: bool = True) -> list[float]:
-    """Undiscounted returns of a :class:`TanhGaussianActor` over ``episodes`` seeded episodes."""
+def evaluate_policy(policy: TanhGaussianActor | None, env_id: str, episodes: int, seed: int,
+                    deterministic: bool = True) -> list[float]:
+    """Undiscounted returns of a :class:`TanhGaussianActor` (uniform random actions if ``policy`` is None) over
+    ``episodes`` episodes reset with seeds ``seed, seed + 1, ...``."""
     env = make_env(env_id)
+    env.action_space.seed(seed)
     returns = []
     for ep in range(episodes):
         obs, _ = env.reset(seed=seed + ep)
         done, ret = False, 0.0
         while not done:
-            o = torch.as_tensor(obs, dtype=torch.float32).unsqueeze(0)
-            a = policy.action(o, None if deterministic else torch.randn((1, policy.act_dim)))
-            obs, r, term, trunc, _ = env.step(a.squeeze(0).cpu().numpy())
+            if policy is None:
+                a = env.action_space.sample()
+            else:
+                o = torch.as_tensor(obs, dtype=torch.float32).unsqueeze(0)
+                a = policy.action(o, None if deterministic else torch.randn((1, policy.act_dim)))
+                a = a.squeeze(0).cpu().numpy()
+            obs, r, term, trunc, _ = env.step(a)
             ret += float(r)
             done = term or trunc
         returns.append(ret)

@@ -246,7 +246,7 @@ def export_assets(task: str, run_dir: str | os.PathLike, medium_window: tuple[fl
                        int((b - a) * replay_multiplier)])
     replay = [r for r in replay if r[1] > 0]
 
-    ref_random = float(np.mean(evaluate_random(env_id, 5 * episodes, seed)))
+    ref_random = float(np.mean(evaluate_policy(None, env_id, 5 * episodes, seed)))
     torch.manual_seed(seed)
     if expert is not None:
         expert_actor = load_actor(out / expert)
@@ -265,18 +265,3 @@ def export_assets(task: str, run_dir: str | os.PathLike, medium_window: tuple[fl
     get_task.cache_clear()
     return manifest
 
-
-def evaluate_random(env_id: str, episodes: int, seed: int) -> list[float]:
-    """Returns of uniform random actions over ``episodes`` seeded episodes."""
-    from .behavior import make_env
-    env = make_env(env_id)
-    env.action_space.seed(seed)
-    returns = []
-    for ep in range(episodes):
-        env.reset(seed=seed + ep)
-        done, ret = False, 0.0
-        while not done:
-            _, r, term, trunc, _ = env.step(env.action_space.sample())
-            ret, done = ret + float(r), term or trunc
-        returns.append(ret)
-    return returns

@@ -507,3 +507,22 @@ def test_to_tensors_is_cached_and_sampling_does_not_copy(monkeypatch):
         monkeypatch.setattr(torch, name, no_copy)
     check_batch(ds.sample(64), 64, "cpu")
     assert ds.to_tensors("cpu")["obs"] is t1["obs"]
+
+
+def test_select_episodes_keeps_whole_episodes_in_order():
+    ds = make_ds()
+    bounds = ds.episode_bounds()
+    sel = ds.select_episodes(np.array([2, 0]))
+    (a2, b2), (a0, b0) = bounds[2], bounds[0]
+    assert len(sel) == (b2 - a2) + (b0 - a0)
+    assert np.array_equal(sel.observations, np.concatenate([ds.observations[a2:b2], ds.observations[a0:b0]]))
+    assert np.allclose(sel.episode_returns(), ds.episode_returns()[[2, 0]])
+    assert len(sel.episode_bounds()) == 2  # the cut last episode (2) is closed, not merged with episode 0
+
+
+def test_select_episodes_errors():
+    ds = make_ds()
+    with pytest.raises(ValueError, match="indices has 1 out-of-range episode numbers \\(first: 7\\)"):
+        ds.select_episodes(np.array([0, 7]))
+    with pytest.raises(ValueError, match="non-empty 1-D array"):
+        ds.select_episodes(np.array([], dtype=int))

@@ -112,3 +112,25 @@ def test_bc_recovers_the_behaviour_policy_return():
     hist = train(agent, data, 1500, eval_env="Pendulum-v1", eval_every=1500, eval_episodes=10, task="pendulum",
                  seed=0, state_normalizer=state_norm, progress=False)
     assert abs(hist["eval"][-1]["score_mean"] - data_score) < 15
+
+
+def test_cli_dataset_commands(capsys):
+    from minirl.train import main
+    assert main(["dataset", "make", "pendulum-random", "--size", "300"]) == 0
+    assert cache_path("pendulum-random", 300).exists()
+    assert main(["dataset", "info", "pendulum-random", "--size", "300"]) == 0
+    assert main(["dataset", "list", "--size", "300"]) == 0
+    out = capsys.readouterr().out
+    assert '"transitions": 300' in out and '"episodes": 2' in out
+    listed = [line for line in out.splitlines() if line.startswith("pendulum-random ")]
+    assert listed and listed[0].endswith("cached")
+    with pytest.raises(SystemExit):
+        main(["dataset", "info"])  # a name is required
+    assert "needs at least one dataset name" in capsys.readouterr().err
+
+
+def test_select_episodes_feeds_filtered_bc():
+    ds = make_dataset("pendulum-medium-expert", 2000, progress=False)
+    r = ds.episode_returns()
+    best = ds.select_episodes(np.argsort(r)[-2:])
+    assert len(best) == 400 and np.allclose(np.sort(best.episode_returns()), np.sort(r)[-2:])
