@@ -180,41 +180,63 @@ def evaluate_policy(policy: TanhGaussianActor | None, env_id: str, episodes: int
 
 @torch.no_grad()
 @single_thread()
-def rollout(env_id: str, n_transitions: int, seed: int, actor: torch.nn.Module | None = None,
-            deterministic: bool = False, progress: bool = True, desc: str | None = None) -> dict[str, np.ndarray]:
+def rollout(env_id: str, n_transitions: int, seed: int, actor: TanhGaussianActor | None = None,
+            deterministic: bool = False, progress: bool = True, desc: str | None = None,
+            n_envs: int = 8) -> dict[str, np.ndarray]:
     """Collect ``n_transitions`` steps in the D4RL dict format from ``actor`` (uniform random actions if None).
 
-    Episodes are reset with seeds ``seed, seed + 1, ...`` and actions are drawn from a generator seeded with
-    ``seed``, so the result depends only on the arguments. The last episode is cut at ``n_transitions`` and its last
-    step marked as a timeout, like an environment time limit.
+    Episode ``k`` is reset with seed ``seed + k`` and draws its action noise from its own generator seeded with
+    ``(seed, k)``, and episodes are stored in the order of ``k``; the result therefore depends only on the arguments.
+    ``n_envs`` environments run episodes side by side so that the actor sees one batch per step (the speed of
+    a rollout is then the simulator's). The last episode is cut at ``n_transitions`` and its last step marked as a
+    timeout, like an environment time limit.
     """
-    env = make_env(env_id)
-    torch_gen = torch.Generator().manual_seed(seed)
-    env.action_space.seed(seed)
-    out = {k: [] for k in ("observations", "actions", "rewards", "next_observations", "terminals", "timeouts")}
-    episode, obs = 0, env.reset(seed=seed)[0]
-    for t in tqdm(range(n_transitions), desc=desc or f"rollout {env_id}", disable=not progress, mininterval=1.0):
+    keys = ("observations", "actions", "rewards", "next_observations", "terminals", "timeouts")
+    envs = [make_env(env_id) for _ in range(n_envs)]
+    low, high = envs[0].action_space.low, envs[0].action_space.high
+    act_dim = low.shape[0]
+    finished: dict[int, dict[str, list]] = {}   # episode index -> its transitions
+    next_episode = 0
+    done_prefix, stored = 0, 0                   # episodes 0 .. done_prefix - 1 are complete: stored transitions
+    bar = tqdm(total=n_transitions, desc=desc or f"rollout {env_id}", disable=not progress, mininterval=1.0)
+
+    def start(env) -> dict:
+        nonlocal next_episode
+        k, next_episode = next_episode, next_episode + 1
+        return {"k": k, "env": env, "obs": env.reset(seed=seed + k)[0], "rng": np.random.default_rng([seed, k]),
+                "data": {key: [] for key in keys}}
+
+    lanes = [start(env) for env in envs]         # the episode each environment is running
+    while stored < n_transitions:
         if actor is None:
-            a = env.action_space.sample()
+            actions = np.stack([lane["rng"].uniform(low, high).astype(np.float32) for lane in lanes])
         else:
-            o = torch.as_tensor(obs, dtype=torch.float32).unsqueeze(0)
-            noise = None if deterministic else torch.randn((1, actor.act_dim), generator=torch_gen)
-            a = actor.action(o, noise).squeeze(0).numpy()
-        next_obs, r, term, trunc, _ = env.step(a)
-        trunc = trunc or t == n_transitions - 1
-        for k, v in zip(out, (obs, a, r, next_obs, term, trunc and not term)):
-            out[k].append(v)
-        obs = next_obs
-        if term or trunc:
-            episode += 1
-            obs = env.reset(seed=seed + episode)[0]
-    env.close()
-    return {"observations": np.asarray(out["observations"], np.float32),
-            "actions": np.asarray(out["actions"], np.float32),
-            "rewards": np.asarray(out["rewards"], np.float32),
-            "next_observations": np.asarray(out["next_observations"], np.float32),
-            "terminals": np.asarray(out["terminals"], bool),
-            "timeouts": np.asarray(out["timeouts"], bool)}
+            obs = torch.as_tensor(np.stack([lane["obs"] for lane in lanes]), dtype=torch.float32)
+            noise = None if deterministic else torch.as_tensor(
+                np.stack([lane["rng"].standard_normal(act_dim) for lane in lanes]), dtype=torch.float32)
+            actions = actor.action(obs, noise).numpy()
+        for i, lane in enumerate(lanes):
+            next_obs, r, term, trunc, _ = lane["env"].step(actions[i])
+            for key, v in zip(keys, (lane["obs"], actions[i], r, next_obs, term, trunc and not term)):
+                lane["data"][key].append(v)
+            lane["obs"] = next_obs
+            if term or trunc:
+                finished[lane["k"]] = lane["data"]
+                lanes[i] = start(lane["env"])
+        # an episode counts once all episodes before it are complete, so the order never depends on timing
+        while done_prefix in finished:
+            stored += len(finished[done_prefix]["rewards"])
+            done_prefix += 1
+            bar.update(min(stored, n_transitions) - bar.n)
+    bar.close()
+    for env in envs:
+        env.close()
+    episodes = [finished[k] for k in range(done_prefix)]
+    out = {key: np.concatenate([np.asarray(ep[key]) for ep in episodes])[:n_transitions] for key in keys}
+    out["timeouts"][-1] = not out["terminals"][-1]  # close the cut episode (or keep a true terminal)
+    dtypes = {"observations": np.float32, "actions": np.float32, "rewards": np.float32,
+              "next_observations": np.float32, "terminals": bool, "timeouts": bool}
+    return {key: out[key].astype(dtypes[key]) for key in keys}
 
 
 def load_actor(path: str | os.PathLike, device: str = "cpu") -> TanhGaussianActor:

@@ -31,7 +31,7 @@ ASSETS = Path(__file__).parent / "assets"
 TIERS = ("random", "medium", "expert", "medium-replay", "medium-expert")
 TASKS = {"pendulum": "Pendulum-v1", "hopper": "Hopper-v5"}
 _TIER_SEEDS = {"random": 1, "medium": 2, "expert": 3, "medium-replay": 4}
-RECIPE_VERSION = 1  # bump when a recipe changes, so stale caches are not reused
+RECIPE_VERSION = 2  # bump when a recipe changes, so stale caches are not reused
 
 
 @dataclass(frozen=True)

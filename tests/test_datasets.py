@@ -134,3 +134,20 @@ def test_select_episodes_feeds_filtered_bc():
     r = ds.episode_returns()
     best = ds.select_episodes(np.argsort(r)[-2:])
     assert len(best) == 400 and np.allclose(np.sort(best.episode_returns()), np.sort(r)[-2:])
+
+
+def test_hopper_datasets():
+    task = get_task("hopper")
+    assert task.env_id == "Hopper-v5" and -50 < task.ref_random < 100 < 3000 < task.ref_expert
+    med = make_dataset("hopper-medium", 3000, progress=False)
+    assert (med.obs_dim, med.act_dim) == (11, 3)
+    assert med.terminals.any()  # the hopper falls: true terminals, unlike Pendulum's time limits
+    assert np.abs(med.actions).max() <= 1
+    replay = make_dataset("hopper-medium-replay", 2000, progress=False)
+    assert len(replay) == 2000
+    if task.expert is None:  # until the hopper expert is trained, its tiers say so instead of failing later
+        with pytest.raises(ValueError, match="'hopper-expert' is not available yet"):
+            make_dataset("hopper-expert", 1000)
+        assert "hopper-medium-expert" not in datasets.dataset_names()
+    else:
+        assert make_dataset("hopper-expert", 1000, progress=False).return_stats()["transitions"] == 1000

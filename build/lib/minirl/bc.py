@@ -1,0 +1,73 @@
+"""Behaviour cloning: the baseline every chapter compares to.
+
+Supervised learning of the dataset's actions, no rewards:
+    deterministic:  min_phi  E_(s,a)~D [ || pi_phi(s) - a ||^2 ]            (CORL's BC, TD3+BC with alpha = 0)
+    gaussian:       min_phi  E_(s,a)~D [ -log pi_phi(a | s) ]               (the BC of the IQL paper: AWR with beta = 0)
+BC recovers the behaviour policy's return when the data comes from one policy; on mixed-quality data it averages
+good and bad actions, which is the gap that offline RL closes (``%BC``, filtered BC, and the later chapters).
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import numpy as np
+import torch
+
+from .nets import DeterministicActor, GaussianActor
+
+
+@dataclass
+class BCConfig:
+    hidden: tuple = (256, 256)     # actor layer sizes
+    lr: float = 3e-4               # Adam learning rate
+    actor: str = "deterministic"   # "deterministic" (MSE) or "gaussian" (negative log-likelihood)
+    normalize_states: bool = True  # train on (s - mean) / std of the dataset
+    reward_scale: str | None = None  # BC ignores rewards
+
+
+def mse_loss(pred_actions: torch.Tensor, data_actions: torch.Tensor) -> torch.Tensor:
+    """``E || pi(s) - a ||^2``: squared error summed over action dimensions, averaged over the batch."""
+    return ((pred_actions - data_actions) ** 2).sum(-1).mean()
+
+
+def nll_loss(log_probs: torch.Tensor) -> torch.Tensor:
+    """``-E log pi(a | s)`` for the dataset's actions."""
+    return -log_probs.mean()
+
+
+class BC:
+    def __init__(self, obs_dim: int, act_dim: int, action_low=None, action_high=None,
+                 config: BCConfig | None = None, device: str = "cpu"):
+        self.cfg = cfg = config or BCConfig()
+        if cfg.actor not in ("deterministic", "gaussian"):
+            raise ValueError(f"BCConfig.actor must be 'deterministic' or 'gaussian', got {cfg.actor!r}")
+        self.device = torch.device(device)
+        actor_cls = DeterministicActor if cfg.actor == "deterministic" else GaussianActor
+        self.actor = actor_cls(obs_dim, act_dim, cfg.hidden, action_low, action_high).to(self.device)
+        self.opt = torch.optim.Adam(self.actor.parameters(), lr=cfg.lr)
+
+    def loss(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        if self.cfg.actor == "deterministic":
+            return mse_loss(self.actor(batch["obs"]), batch["act"])
+        return nll_loss(self.actor.log_prob(batch["obs"], batch["act"]))
+
+    def update(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        loss = self.loss(batch)
+        self.opt.zero_grad(set_to_none=True)
+        loss.backward()
+        self.opt.step()
+        return {"actor_loss": loss.detach()}
+
+    @torch.no_grad()
+    def act(self, obs: np.ndarray, deterministic: bool = True) -> np.ndarray:
+        o = torch.as_tensor(np.asarray(obs, dtype=np.float32), device=self.device)
+        if self.cfg.actor == "deterministic":
+            return self.actor(o).cpu().numpy()
+        return self.actor.sample(o, deterministic)[0].cpu().numpy()
+
+    def state_dict(self) -> dict:
+        return {"config": asdict(self.cfg), "actor": self.actor.state_dict(), "opt": self.opt.state_dict()}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.actor.load_state_dict(state["actor"])
+        self.opt.load_state_dict(state["opt"])

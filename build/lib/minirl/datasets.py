@@ -1,0 +1,267 @@
+"""Named offline datasets, made on this machine the D4RL way.
+
+D4RL's MuJoCo datasets cannot be downloaded here, so minirl makes its own from SAC behaviour policies that it
+trained (:mod:`minirl.behavior`) and ships in ``minirl/assets/<task>/``. A dataset is named ``<task>-<tier>``:
+
+* ``random``        uniform random actions;
+* ``medium``        a SAC snapshot stopped at roughly a third of the expert's return, actions sampled from it;
+* ``expert``        the best SAC snapshot, actions sampled from it;
+* ``medium-replay`` what SAC's replay buffer held up to the medium snapshot: the random warm-up, then every
+                    snapshot on the way, each contributing transitions in proportion to the training steps it acted;
+* ``medium-expert`` ``medium`` followed by ``expert`` (twice the transitions).
+
+Every dataset is a deterministic function of its name, its size and the committed snapshots. It is made on first
+use (with a progress bar) and cached as ``.npz`` under ``$MINIRL_DATA`` (default ``~/.cache/minirl``).
+``normalized_score(task, returns)`` is D4RL's ``100 * (R - R_random) / (R_expert - R_random)`` with the reference
+returns recorded in each task's ``manifest.json``.
+"""
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+
+from .data import OfflineDataset
+
+ASSETS = Path(__file__).parent / "assets"
+TIERS = ("random", "medium", "expert", "medium-replay", "medium-expert")
+TASKS = {"pendulum": "Pendulum-v1", "hopper": "Hopper-v5"}
+_TIER_SEEDS = {"random": 1, "medium": 2, "expert": 3, "medium-replay": 4}
+RECIPE_VERSION = 1  # bump when a recipe changes, so stale caches are not reused
+
+
+@dataclass(frozen=True)
+class Task:
+    """A task's environment, reference returns and dataset sizes, read from ``assets/<task>/manifest.json``."""
+    name: str
+    env_id: str
+    ref_random: float               # mean return of uniform random actions
+    ref_expert: float               # mean return of the expert snapshot, acting stochastically as in its dataset
+    sizes: dict                     # transitions per tier at full size
+    medium: str                     # snapshot file names
+    expert: str | None              # None while the task's SAC run has not reached expert level
+
+    replay: tuple                   # ((snapshot file or None for random warm-up, transitions), ...) up to medium
+    info: dict                      # training provenance: steps, seed, evaluation returns of each snapshot
+
+
+def data_dir() -> Path:
+    """Where datasets are cached: ``$MINIRL_DATA`` or ``~/.cache/minirl``."""
+    return Path(os.environ.get("MINIRL_DATA") or Path.home() / ".cache" / "minirl")
+
+
+@lru_cache(maxsize=None)
+def get_task(name: str) -> Task:
+    """The :class:`Task` called ``name`` (``"pendulum"``, ``"hopper"``), or of a dataset name."""
+    task = name.split("-", 1)[0]
+    if task not in TASKS:
+        raise ValueError(f"unknown task {task!r}; expected one of {sorted(TASKS)}")
+    manifest = ASSETS / task / "manifest.json"
+    if not manifest.exists():
+        raise FileNotFoundError(f"task {task!r} has no behaviour policies yet ({manifest} is missing); train them "
+                                f"with `python -m minirl.behavior` and export them with `export_assets`")
+    m = json.loads(manifest.read_text())
+    return Task(task, TASKS[task], m["ref_random"], m["ref_expert"], m["sizes"], m["medium"], m["expert"],
+                tuple((s, n) for s, n in m["replay"]), m.get("info", {}))
+
+
+def available_tasks() -> list[str]:
+    return [t for t in TASKS if (ASSETS / t / "manifest.json").exists()]
+
+
+def task_tiers(task: Task) -> tuple[str, ...]:
+    """The tiers a task can make: all of :data:`TIERS`, less those needing an expert it does not have yet."""
+    return TIERS if task.expert else tuple(t for t in TIERS if "expert" not in t)
+
+
+def dataset_names() -> list[str]:
+    """Every dataset name that can be made here, e.g. ``"pendulum-medium-replay"``."""
+    return [f"{t}-{tier}" for t in available_tasks() for tier in task_tiers(get_task(t))]
+
+
+def parse_name(name: str) -> tuple[Task, str]:
+    task, _, tier = name.partition("-")
+    if tier not in TIERS:
+        raise ValueError(f"unknown dataset {name!r}: the tier must be one of {TIERS}, e.g. 'pendulum-medium'")
+    t = get_task(task)
+    if tier not in task_tiers(t):
+        raise ValueError(f"dataset {name!r} is not available yet: task {task!r} has no expert behaviour policy "
+                         f"(its SAC run stopped at {t.info.get('sac_run_steps')} steps); available: "
+                         f"{[f'{task}-{x}' for x in task_tiers(t)]}")
+    return t, tier
+
+
+def normalized_score(task: str | Task, returns):
+    """D4RL's normalised score ``100 * (R - R_random) / (R_expert - R_random)`` (array in, array out)."""
+    t = task if isinstance(task, Task) else get_task(task)
+    return 100.0 * (np.asarray(returns, dtype=float) - t.ref_random) / (t.ref_expert - t.ref_random)
+
+
+def full_size(name: str) -> int:
+    task, tier = parse_name(name)
+    if tier == "medium-expert":
+        return task.sizes["medium"] + task.sizes["expert"]
+    if tier == "medium-replay":
+        return sum(n for _, n in task.replay)
+    return task.sizes[tier]
+
+
+def cache_path(name: str, n_transitions: int | None = None) -> Path:
+    n = full_size(name) if n_transitions is None else n_transitions
+    return data_dir() / f"{name}-n{n}-v{RECIPE_VERSION}.npz"
+
+
+def make_dataset(name: str, n_transitions: int | None = None, progress: bool = True) -> OfflineDataset:
+    """Generate dataset ``name`` with ``n_transitions`` (default: its full size), without touching the cache.
+
+    A smaller dataset follows the same recipe: ``random``/``medium``/``expert`` are prefixes of the full one;
+    ``medium-replay`` shrinks every snapshot's share in proportion; ``medium-expert`` takes half from each.
+    """
+    from .behavior import load_actor, make_env, rollout  # gymnasium and torch only when data is made
+
+    task, tier = parse_name(name)
+    total = full_size(name)
+    n = total if n_transitions is None else int(n_transitions)
+    if not 1 <= n <= total:
+        raise ValueError(f"n_transitions must be between 1 and {total} for {name!r}, got {n_transitions}")
+    env = make_env(task.env_id)
+    bounds = {"action_low": env.action_space.low, "action_high": env.action_space.high}
+    env.close()
+    seed = 1000 * _TIER_SEEDS.get(tier, 0)
+    if tier == "medium-expert":
+        half = n // 2
+        parts = [make_dataset(f"{task.name}-medium", max(half, 1), progress),
+                 make_dataset(f"{task.name}-expert", max(n - half, 1), progress)]
+        return OfflineDataset.concatenate(parts)
+    if tier == "random":
+        return OfflineDataset(**rollout(task.env_id, n, seed, None, progress=progress, desc=name), **bounds)
+    if tier in ("medium", "expert"):
+        actor = load_actor(ASSETS / task.name / getattr(task, tier))
+        return OfflineDataset(**rollout(task.env_id, n, seed, actor, progress=progress, desc=name), **bounds)
+    # medium-replay: one segment per snapshot, sized like the steps it acted during training
+    counts = _proportional(np.array([c for _, c in task.replay]), n)
+    parts = []
+    for i, ((snapshot, _), count) in enumerate(zip(task.replay, counts)):
+        if count == 0:
+            continue
+        actor = None if snapshot is None else load_actor(ASSETS / task.name / snapshot)
+        parts.append(OfflineDataset(**rollout(task.env_id, int(count), seed + i, actor, progress=progress,
+                                              desc=f"{name} [{i + 1}/{len(counts)}]"), **bounds))
+    return OfflineDataset.concatenate(parts)
+
+
+def _proportional(weights: np.ndarray, n: int) -> np.ndarray:
+    """Integer counts summing to ``n``, proportional to ``weights`` (largest remainders)."""
+    raw = weights / weights.sum() * n
+    counts = np.floor(raw).astype(int)
+    counts[np.argsort(-(raw - counts), kind="stable")[: n - counts.sum()]] += 1
+    return counts
+
+
+def load_dataset(name: str, n_transitions: int | None = None, progress: bool = True) -> OfflineDataset:
+    """Dataset ``name`` from the cache, making (and caching) it on first use.
+
+    ``n_transitions`` picks a smaller version (what the ``smoke`` scale uses); ``None`` is the full dataset.
+    """
+    path = cache_path(name, n_transitions)
+    if path.exists():
+        return OfflineDataset.load(path)
+    ds = make_dataset(name, n_transitions, progress)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp.npz")
+    ds.save(tmp)
+    os.replace(tmp, path)
+    return ds
+
+
+def dataset_info(name: str, n_transitions: int | None = None, progress: bool = True) -> dict:
+    """Transitions, episodes, returns and normalised score of a dataset (made if needed)."""
+    task, _ = parse_name(name)
+    ds = load_dataset(name, n_transitions, progress)
+    stats = ds.return_stats()
+    stats["normalized_score_mean"] = float(normalized_score(task, stats["return_mean"]))
+    return {"name": name, **stats}
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Exporting behaviour policies from a SAC run into the package (maintainers only; the result is committed).
+# --------------------------------------------------------------------------------------------------------------
+
+def export_assets(task: str, run_dir: str | os.PathLike, medium_window: tuple[float, float], sizes: dict,
+                  replay_every: int, replay_multiplier: float = 1.0, medium_step: int | None = None,
+                  expert_step: int | None = None, ref_expert: float | None = None, ref_expert_source: str = "",
+                  episodes: int = 20, seed: int = 123) -> dict:
+    """Pick the medium and expert snapshots of a SAC run, measure reference returns, write ``manifest.json``.
+
+    * ``expert``: the snapshot at ``expert_step``, or else the one with the best evaluation return;
+    * ``medium``: the snapshot at ``medium_step``, or else the first whose evaluation return lies in
+      ``medium_window``;
+    * ``medium-replay``: the random warm-up and every ``replay_every``-th step's snapshot up to medium, each
+      weighted by the training steps it acted (times ``replay_multiplier``, to make a small task's buffer useful).
+    Reference returns: ``ref_random`` over ``5 * episodes`` uniform-random episodes, ``ref_expert`` over
+    ``episodes`` stochastic episodes of the expert, so the expert dataset scores about 100. A run that has not
+    reached expert level yet exports no expert: pass ``ref_expert`` (and say where it comes from in
+    ``ref_expert_source``); the ``expert`` and ``medium-expert`` tiers are then unavailable.
+    """
+    import shutil
+
+    import torch
+
+    from .behavior import evaluate_policy, load_actor
+
+    run = Path(run_dir)
+    history = [json.loads(x) for x in (run / "history.jsonl").read_text().splitlines()]
+    ckpt_cfg = json.loads((run / "config.json").read_text()) if (run / "config.json").exists() else {}
+    snaps = {int(p.stem.split("_")[1]): p for p in (run / "snapshots").glob("step_*.pt")}
+    evals = {h["step"]: h["return_mean"] for h in history if h["step"] in snaps}
+    if expert_step is None and ref_expert is None:
+        expert_step = max(evals, key=evals.get)
+    if medium_step is None:
+        medium_step = next((s for s in sorted(evals) if medium_window[0] <= evals[s] <= medium_window[1]), None)
+    if medium_step is None:
+        raise ValueError(f"no snapshot of {run} has an evaluation return in {medium_window}")
+    out = ASSETS / task
+    if out.exists():
+        shutil.rmtree(out)
+    (out / "replay").mkdir(parents=True)
+    env_id = TASKS[task]
+    start_steps = int(ckpt_cfg.get("start_steps", 5000))
+
+    def copy(step: int, dest: str) -> str:
+        shutil.copy(snaps[step], out / dest)
+        return dest
+
+    medium = copy(medium_step, "medium.pt")
+    expert = copy(expert_step, "expert.pt") if expert_step is not None else None
+    replay_steps = [s for s in sorted(snaps) if s % replay_every == 0 and start_steps < s < medium_step]
+    replay = [[None, int(start_steps * replay_multiplier)]]
+    bounds = [start_steps, *replay_steps, medium_step]
+    for a, b in zip(bounds[:-1], bounds[1:]):
+        snap = a if a in snaps else max(s for s in snaps if s <= a)
+        replay.append([copy(snap, f"replay/step_{snap:07d}.pt") if snap != medium_step else medium,
+                       int((b - a) * replay_multiplier)])
+    replay = [r for r in replay if r[1] > 0]
+
+    ref_random = float(np.mean(evaluate_policy(None, env_id, 5 * episodes, seed)))
+    torch.manual_seed(seed)
+    if expert is not None:
+        expert_actor = load_actor(out / expert)
+        ref_expert = float(np.mean(evaluate_policy(expert_actor, env_id, episodes, seed, deterministic=False)))
+        ref_expert_source = f"mean return of expert.pt over {episodes} stochastic episodes"
+    medium_actor = load_actor(out / medium)
+    medium_return = float(np.mean(evaluate_policy(medium_actor, env_id, episodes, seed, deterministic=False)))
+    manifest = {"env_id": env_id, "ref_random": ref_random, "ref_expert": ref_expert,
+                "ref_expert_source": ref_expert_source, "sizes": sizes,
+                "medium": medium, "expert": expert, "replay": replay,
+                "info": {"sac_run_steps": max(snaps), "medium_step": medium_step, "expert_step": expert_step,
+                         "eval_return_medium": evals[medium_step], "stochastic_return_medium": medium_return,
+                         "eval_return_expert": evals.get(expert_step),
+                         "reference_episodes": {"random": 5 * episodes, "expert": episodes}}}
+    (out / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
+    get_task.cache_clear()
+    return manifest
+

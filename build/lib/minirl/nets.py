@@ -1,0 +1,228 @@
+"""Networks shared by every algorithm: MLPs, actors, a batched critic ensemble and a conditional VAE.
+
+Conventions
+-----------
+* Observations are float tensors of shape ``(B, obs_dim)``; actions ``(B, act_dim)`` in the environment's own
+  bounds. Actors receive the bounds (``action_low``/``action_high``) and map their internal ``[-1, 1]`` output
+  onto them with a fixed affine transform stored as buffers (so it moves with ``.to(device)`` and is saved).
+* A critic ensemble returns ``(n_critics, B)``: all replicas are computed in one batched pass
+  (:class:`VectorizedLinear`, a ``torch.baddbmm`` per layer), never in a Python loop.
+"""
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+import numpy as np
+import torch
+from torch import nn
+from torch.distributions import Normal
+
+LOG_STD_MIN, LOG_STD_MAX = -20.0, 2.0
+
+
+def mlp(in_dim: int, out_dim: int, hidden: Sequence[int] = (256, 256), activation=nn.ReLU,
+        output_activation=None, dropout: float = 0.0, layer_norm: bool = False) -> nn.Sequential:
+    """A fully connected network ``in_dim -> hidden... -> out_dim`` with ``activation`` between layers."""
+    layers: list[nn.Module] = []
+    dims = [in_dim, *hidden]
+    for a, b in zip(dims[:-1], dims[1:]):
+        layers.append(nn.Linear(a, b))
+        if layer_norm:
+            layers.append(nn.LayerNorm(b))
+        layers.append(activation())
+        if dropout > 0:
+            layers.append(nn.Dropout(dropout))
+    layers.append(nn.Linear(dims[-1], out_dim))
+    if output_activation is not None:
+        layers.append(output_activation())
+    return nn.Sequential(*layers)
+
+
+class _ActionScaler(nn.Module):
+    """Holds the affine map between ``[-1, 1]`` and the action bounds ``[low, high]``."""
+
+    def __init__(self, act_dim: int, action_low=None, action_high=None):
+        super().__init__()
+        low = -np.ones(act_dim) if action_low is None else np.broadcast_to(np.asarray(action_low, float), act_dim)
+        high = np.ones(act_dim) if action_high is None else np.broadcast_to(np.asarray(action_high, float), act_dim)
+        if np.any(high <= low):
+            raise ValueError(f"action_high must exceed action_low in every dimension, got low={low}, high={high}")
+        self.register_buffer("action_scale", torch.as_tensor((high - low) / 2, dtype=torch.float32))
+        self.register_buffer("action_bias", torch.as_tensor((high + low) / 2, dtype=torch.float32))
+
+    def to_env(self, u: torch.Tensor) -> torch.Tensor:
+        return u * self.action_scale + self.action_bias
+
+    def to_unit(self, a: torch.Tensor) -> torch.Tensor:
+        return (a - self.action_bias) / self.action_scale
+
+
+class TanhGaussianActor(_ActionScaler):
+    """SAC's policy: ``a = tanh(u)``, ``u ~ N(mu(s), sigma(s))``, both heads state dependent.
+
+    ``log_prob`` includes the tanh change of variables and the log-determinant of the scaling to the bounds.
+    """
+
+    def __init__(self, obs_dim: int, act_dim: int, hidden: Sequence[int] = (256, 256),
+                 action_low=None, action_high=None):
+        super().__init__(act_dim, action_low, action_high)
+        self.trunk = mlp(obs_dim, 2 * act_dim, hidden)
+        self.act_dim = act_dim
+
+    def mean_std(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Mean and standard deviation of the pre-tanh Gaussian."""
+        mu, log_std = self.trunk(obs).chunk(2, dim=-1)
+        return mu, log_std.clamp(LOG_STD_MIN, LOG_STD_MAX).exp()
+
+    def _dist(self, obs: torch.Tensor) -> Normal:
+        return Normal(*self.mean_std(obs), validate_args=False)
+
+    def action(self, obs: torch.Tensor, noise: torch.Tensor | None = None) -> torch.Tensor:
+        """``tanh(mu + sigma * noise)`` in the bounds, without log-probabilities (cheap, for acting).
+
+        ``noise=None`` gives the deterministic action ``tanh(mu)``.
+        """
+        mu, std = self.mean_std(obs)
+        return self.to_env(torch.tanh(mu if noise is None else mu + std * noise))
+
+    def _squash_log_prob(self, dist: Normal, u: torch.Tensor) -> torch.Tensor:
+        # log pi(a|s) = log N(u) - sum log(1 - tanh(u)^2) - sum log(scale); the middle term in a stable form.
+        correction = 2.0 * (math.log(2.0) - u - nn.functional.softplus(-2.0 * u))
+        return (dist.log_prob(u) - correction).sum(-1) - self.action_scale.log().sum()
+
+    def sample(self, obs: torch.Tensor, deterministic: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+        """Return ``(action, log_prob)``; the action is reparameterised (differentiable)."""
+        dist = self._dist(obs)
+        u = dist.mean if deterministic else dist.rsample()
+        return self.to_env(torch.tanh(u)), self._squash_log_prob(dist, u)
+
+    def log_prob(self, obs: torch.Tensor, action: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
+        """Log-density of given (dataset) actions; actions at the bounds are pulled in by ``eps``."""
+        u = torch.atanh(self.to_unit(action).clamp(-1 + eps, 1 - eps))
+        return self._squash_log_prob(self._dist(obs), u)
+
+    def forward(self, obs: torch.Tensor, deterministic: bool = False) -> torch.Tensor:
+        return self.sample(obs, deterministic)[0]
+
+
+class GaussianActor(_ActionScaler):
+    """IQL's policy: ``N(tanh(mu(s)), exp(log_std))`` with a state-independent ``log_std`` parameter.
+
+    The mean is squashed, the sample is not (it is clipped to the bounds when acting), as in the official IQL code.
+    """
+
+    def __init__(self, obs_dim: int, act_dim: int, hidden: Sequence[int] = (256, 256),
+                 action_low=None, action_high=None, log_std_min: float = -5.0, log_std_max: float = 2.0):
+        super().__init__(act_dim, action_low, action_high)
+        self.mean_net = mlp(obs_dim, act_dim, hidden, output_activation=nn.Tanh)
+        self.log_std = nn.Parameter(torch.zeros(act_dim))
+        self.log_std_min, self.log_std_max = log_std_min, log_std_max
+
+    def dist(self, obs: torch.Tensor) -> Normal:
+        mean = self.to_env(self.mean_net(obs))
+        std = self.log_std.clamp(self.log_std_min, self.log_std_max).exp() * self.action_scale
+        return Normal(mean, std, validate_args=False)
+
+    def log_prob(self, obs: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
+        return self.dist(obs).log_prob(action).sum(-1)
+
+    def sample(self, obs: torch.Tensor, deterministic: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+        dist = self.dist(obs)
+        a = dist.mean if deterministic else dist.sample()
+        low = self.action_bias - self.action_scale
+        high = self.action_bias + self.action_scale
+        return torch.max(torch.min(a, high), low), dist.log_prob(a).sum(-1)
+
+    def forward(self, obs: torch.Tensor, deterministic: bool = True) -> torch.Tensor:
+        return self.sample(obs, deterministic)[0]
+
+
+class DeterministicActor(_ActionScaler):
+    """``a = scale * tanh(f(s)) + bias``: TD3-style and the deterministic options of BC and IQL."""
+
+    def __init__(self, obs_dim: int, act_dim: int, hidden: Sequence[int] = (256, 256),
+                 action_low=None, action_high=None):
+        super().__init__(act_dim, action_low, action_high)
+        self.net = mlp(obs_dim, act_dim, hidden, output_activation=nn.Tanh)
+
+    def forward(self, obs: torch.Tensor, deterministic: bool = True) -> torch.Tensor:
+        return self.to_env(self.net(obs))
+
+
+class VectorizedLinear(nn.Module):
+    """``n`` independent linear layers applied in one ``baddbmm``: input ``(n, B, in)`` -> ``(n, B, out)``."""
+
+    def __init__(self, in_features: int, out_features: int, n: int):
+        super().__init__()
+        self.weight = nn.Parameter(torch.empty(n, in_features, out_features))
+        self.bias = nn.Parameter(torch.empty(n, 1, out_features))
+        # the same initialisation nn.Linear uses, per replica
+        bound = 1.0 / math.sqrt(in_features)
+        nn.init.uniform_(self.weight, -bound, bound)
+        nn.init.uniform_(self.bias, -bound, bound)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.baddbmm(self.bias, x, self.weight)
+
+
+class CriticEnsemble(nn.Module):
+    """``n_critics`` Q-functions ``Q_i(s, a)`` evaluated together; ``forward`` returns ``(n_critics, B)``.
+
+    ``obs``/``action`` may be ``(B, d)`` (shared by all replicas) or ``(n_critics, B, d)`` (one batch each).
+    """
+
+    def __init__(self, obs_dim: int, act_dim: int, hidden: Sequence[int] = (256, 256), n_critics: int = 2):
+        super().__init__()
+        dims = [obs_dim + act_dim, *hidden]
+        layers: list[nn.Module] = []
+        for a, b in zip(dims[:-1], dims[1:]):
+            layers += [VectorizedLinear(a, b, n_critics), nn.ReLU()]
+        layers.append(VectorizedLinear(dims[-1], 1, n_critics))
+        self.net = nn.Sequential(*layers)
+        self.n_critics = n_critics
+
+    def forward(self, obs: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
+        x = torch.cat([obs, action], dim=-1)
+        if x.dim() == 2:
+            x = x.unsqueeze(0).expand(self.n_critics, -1, -1)
+        return self.net(x).squeeze(-1)
+
+
+class VAE(nn.Module):
+    """Conditional VAE over actions given states (BCQ): ``E(s, a) -> (mu, sigma)``, ``D(s, z) -> a``.
+
+    Reference settings: 750-750 layers, latent size ``2 * act_dim``, encoder log-std clamped to ``[-4, 15]``,
+    and when decoding without an encoder, ``z ~ N(0, 1)`` clipped to ``[-latent_clip, latent_clip]``.
+    """
+
+    def __init__(self, obs_dim: int, act_dim: int, latent_dim: int | None = None, hidden: Sequence[int] = (750, 750),
+                 action_low=None, action_high=None, latent_clip: float = 0.5):
+        super().__init__()
+        self.latent_dim = latent_dim or 2 * act_dim
+        self.encoder = mlp(obs_dim + act_dim, 2 * self.latent_dim, hidden)
+        self.decoder = DeterministicActor(obs_dim + self.latent_dim, act_dim, hidden, action_low, action_high)
+        self.latent_clip = latent_clip
+
+    def encode(self, obs: torch.Tensor, action: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        mean, log_std = self.encoder(torch.cat([obs, action], -1)).chunk(2, dim=-1)
+        return mean, log_std.clamp(-4.0, 15.0).exp()
+
+    def decode(self, obs: torch.Tensor, z: torch.Tensor | None = None) -> torch.Tensor:
+        if z is None:
+            z = torch.randn(obs.shape[0], self.latent_dim, device=obs.device).clamp(-self.latent_clip,
+                                                                                    self.latent_clip)
+        return self.decoder(torch.cat([obs, z], -1))
+
+    def forward(self, obs: torch.Tensor, action: torch.Tensor):
+        """Return ``(reconstruction, mean, std)`` for the VAE loss."""
+        mean, std = self.encode(obs, action)
+        z = mean + std * torch.randn_like(std)
+        return self.decode(obs, z), mean, std
+
+
+def soft_update(target: nn.Module, source: nn.Module, tau: float) -> None:
+    """Polyak averaging ``target <- tau * source + (1 - tau) * target``."""
+    with torch.no_grad():
+        for t, s in zip(target.parameters(), source.parameters()):
+            t.lerp_(s, tau)

@@ -1,0 +1,339 @@
+"""The training loop every algorithm shares, the scales, and evaluation in the environment.
+
+``train(agent, dataset, steps, ...)`` samples a batch, calls ``agent.update(batch)``, stops with an error naming the
+loss and the step if a loss is NaN or inf, evaluates every ``eval_every`` steps (mean return and D4RL-normalised
+score over seeded episodes, all episodes stepped together so the policy sees one batch), writes ``log.jsonl`` and
+``eval.csv``, and saves a checkpoint every ``checkpoint_every`` steps. A run resumed from a checkpoint gives the same
+numbers on the CPU as one that never stopped: the checkpoint holds the agent (networks and optimisers), the batch
+sampler's generator, torch's global generator and the logs.
+
+An agent is any object with ``update(batch) -> dict``, ``act(obs, deterministic=True) -> actions``,
+``state_dict()`` and ``load_state_dict()``. ``act`` takes and returns numpy arrays of shape ``(B, dim)``.
+"""
+from __future__ import annotations
+
+import csv
+import json
+import math
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+from .behavior import make_env, single_thread
+from .data import OfflineDataset, RewardTransform, StateNormalizer
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Scales
+# --------------------------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Scale:
+    """How big a run is: gradient steps, evaluation cadence and episodes, and the dataset size cap."""
+    name: str
+    steps: int
+    eval_every: int
+    eval_episodes: int
+    dataset_size: int | None      # None: the full dataset
+    batch_size: int = 256
+
+
+SCALES = {
+    "smoke": Scale("smoke", steps=200, eval_every=100, eval_episodes=2, dataset_size=5_000),
+    "cpu": Scale("cpu", steps=20_000, eval_every=2_000, eval_episodes=10, dataset_size=None),
+    "full": Scale("full", steps=1_000_000, eval_every=5_000, eval_episodes=10, dataset_size=None),
+}
+
+
+def get_scale(name: str | None = None) -> Scale:
+    """The :class:`Scale` called ``name``, or ``$MINIRL_SCALE`` (default ``cpu``)."""
+    name = name or os.environ.get("MINIRL_SCALE") or "cpu"
+    if name not in SCALES:
+        raise ValueError(f"MINIRL_SCALE must be one of {sorted(SCALES)}, got {name!r}")
+    return SCALES[name]
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Evaluation
+# --------------------------------------------------------------------------------------------------------------
+
+@single_thread()
+def evaluate(agent, env_id: str, episodes: int = 10, seed: int = 0,
+             state_normalizer: StateNormalizer | None = None) -> np.ndarray:
+    """Undiscounted returns of ``agent.act(obs, deterministic=True)`` over ``episodes`` seeded episodes.
+
+    All episodes run side by side (one environment each, reset with seeds ``seed, seed + 1, ...``) so that the agent
+    acts on a batch of observations per step.
+    """
+    envs = [make_env(env_id) for _ in range(episodes)]
+    obs = np.stack([env.reset(seed=seed + i)[0] for i, env in enumerate(envs)]).astype(np.float32)
+    returns = np.zeros(episodes)
+    active = np.ones(episodes, bool)
+    while active.any():
+        idx = np.flatnonzero(active)
+        o = obs[idx] if state_normalizer is None else state_normalizer.transform(obs[idx])
+        actions = np.asarray(agent.act(o, deterministic=True))
+        for j, i in enumerate(idx):
+            obs[i], r, term, trunc, _ = envs[i].step(actions[j])
+            returns[i] += r
+            active[i] = not (term or trunc)
+    for env in envs:
+        env.close()
+    return returns
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Data preparation
+# --------------------------------------------------------------------------------------------------------------
+
+def prepare_dataset(dataset: OfflineDataset, normalize_states: bool = False, reward_scale: str | None = None):
+    """Apply the preprocessing an algorithm asks for; returns ``(dataset, state_normalizer, reward_transform)``.
+
+    ``reward_scale``: ``None`` or ``"return_range"`` (IQL's ``1000 / (max return - min return)``).
+    """
+    if reward_scale not in (None, "return_range"):
+        raise ValueError(f"reward_scale must be None or 'return_range', got {reward_scale!r}")
+    state = dataset.state_normalizer() if normalize_states else None
+    reward = dataset.return_range_scaler() if reward_scale == "return_range" else None
+    if state is None and reward is None:
+        return dataset, None, None
+    return dataset.transformed(state=state, reward=reward), state, reward
+
+
+# --------------------------------------------------------------------------------------------------------------
+# The loop
+# --------------------------------------------------------------------------------------------------------------
+
+class NonFiniteLossError(FloatingPointError):
+    """Raised when an agent's update returns a NaN or infinite loss."""
+
+
+def _check_finite(logs: dict, step: int) -> None:
+    for k, v in logs.items():
+        x = float(v)
+        if not math.isfinite(x):
+            raise NonFiniteLossError(f"{k} is {x} at step {step}: training stopped "
+                                     f"(lower the learning rate, check the data, or normalise rewards)")
+
+
+def train(agent, dataset: OfflineDataset, steps: int, *, batch_size: int = 256, eval_env: str | None = None,
+          eval_every: int | None = None, eval_episodes: int = 10, task: str | None = None, seed: int = 0,
+          device: str = "cpu", out: str | os.PathLike | None = None, log_every: int = 1000,
+          checkpoint_every: int | None = None, resume: bool = False,
+          state_normalizer: StateNormalizer | None = None, reward_transform: RewardTransform | None = None,
+          progress: bool = True) -> dict:
+    """Train ``agent`` on ``dataset`` for ``steps`` gradient steps; returns ``{"train": [...], "eval": [...]}``.
+
+    ``dataset`` is used as given (already preprocessed, see :func:`prepare_dataset`); ``state_normalizer`` is
+    applied to the environment's observations at evaluation, and both transforms are saved with checkpoints.
+    ``task`` (e.g. ``"hopper"``) adds the normalised score to each evaluation. With ``out`` set, logs go to
+    ``out/log.jsonl`` and ``out/eval.csv``, checkpoints to ``out/checkpoint.pt`` and the final agent to
+    ``out/agent.pt``. ``resume=True`` continues from ``out/checkpoint.pt`` when it exists.
+    """
+    if steps < 0 or batch_size < 1:
+        raise ValueError(f"steps must be >= 0 and batch_size >= 1, got steps={steps}, batch_size={batch_size}")
+    if eval_every and eval_env is None:
+        raise ValueError("eval_every is set but eval_env is None: pass the environment id to evaluate in")
+    out = Path(out) if out is not None else None
+    if checkpoint_every and out is None:
+        raise ValueError("checkpoint_every needs out= (the directory the checkpoint is written to)")
+    if resume and out is None:
+        raise ValueError("resume=True needs out= (the directory holding checkpoint.pt)")
+    torch.manual_seed(seed)
+    sampler = torch.Generator(device=device).manual_seed(seed)
+    history: dict[str, list] = {"train": [], "eval": []}
+    start = 0
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        if resume and (out / "checkpoint.pt").exists():
+            ck = torch.load(out / "checkpoint.pt", map_location=device, weights_only=False)
+            agent.load_state_dict(ck["agent"])
+            sampler.set_state(ck["sampler"])
+            torch.set_rng_state(ck["torch_rng"])
+            start, history = ck["step"], ck["history"]
+        elif not resume:
+            for name in ("log.jsonl", "eval.csv"):
+                (out / name).unlink(missing_ok=True)
+    dataset.to_tensors(device)  # move the data to the device once
+
+    def log(kind: str, entry: dict) -> None:
+        history[kind].append(entry)
+        if out is not None:
+            with open(out / "log.jsonl", "a") as f:
+                f.write(json.dumps({"kind": kind, **entry}) + "\n")
+
+    def checkpoint(step: int) -> None:
+        tmp = out / "checkpoint.pt.tmp"
+        torch.save({"agent": agent.state_dict(), "sampler": sampler.get_state(), "torch_rng": torch.get_rng_state(),
+                    "step": step, "history": history, **_transforms(state_normalizer, reward_transform)}, tmp)
+        os.replace(tmp, out / "checkpoint.pt")
+
+    running: dict[str, float] = {}
+    t0 = time.perf_counter()
+    bar = tqdm(range(start, steps), initial=start, total=steps, disable=not progress, mininterval=1.0,
+               desc=type(agent).__name__)
+    for t in bar:
+        step = t + 1
+        logs = agent.update(dataset.sample(batch_size, device, sampler))
+        _check_finite(logs, step)
+        for k, v in logs.items():
+            running[k] = running.get(k, 0.0) + float(v)
+        if step % log_every == 0 or step == steps:
+            n = log_every if step % log_every == 0 else step % log_every
+            entry = {"step": step, **{k: v / n for k, v in running.items()},
+                     "updates_per_s": (step - start) / (time.perf_counter() - t0)}
+            log("train", entry)
+            running = {}
+        if eval_every and (step % eval_every == 0 or step == steps):
+            returns = evaluate(agent, eval_env, eval_episodes, seed=10_000 * (seed + 1), state_normalizer=state_normalizer)
+            entry = {"step": step, "return_mean": float(returns.mean()), "return_std": float(returns.std())}
+            if task is not None:
+                from .datasets import normalized_score
+                scores = normalized_score(task, returns)
+                entry |= {"score_mean": float(scores.mean()), "score_std": float(scores.std())}
+            log("eval", entry)
+            if out is not None:
+                _write_csv(out / "eval.csv", history["eval"])
+            bar.set_postfix(ret=f"{entry['return_mean']:.1f}")
+        if checkpoint_every and step % checkpoint_every == 0:
+            checkpoint(step)
+    if out is not None:
+        torch.save({"agent": agent.state_dict(), "step": steps,
+                    **_transforms(state_normalizer, reward_transform)}, out / "agent.pt")
+    return history
+
+
+def _transforms(state: StateNormalizer | None, reward: RewardTransform | None) -> dict:
+    return {"state_normalizer": None if state is None else state.state_dict(),
+            "reward_transform": None if reward is None else reward.state_dict()}
+
+
+def _write_csv(path: Path, rows: list[dict]) -> None:
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Algorithms by name, and the command line: python -m minirl ...
+# --------------------------------------------------------------------------------------------------------------
+
+# name -> (module, agent class, config class); an algorithm's issue adds its line here.
+ALGORITHMS = {
+    "bc": ("minirl.bc", "BC", "BCConfig"),
+}
+
+
+def make_agent(algo: str, dataset: OfflineDataset, device: str = "cpu", **overrides):
+    """Build the agent ``algo`` for ``dataset``'s dimensions; ``overrides`` set fields of its config."""
+    import dataclasses
+    import importlib
+    if algo not in ALGORITHMS:
+        raise ValueError(f"unknown algorithm {algo!r}; expected one of {sorted(ALGORITHMS)}")
+    module, agent_name, config_name = ALGORITHMS[algo]
+    mod = importlib.import_module(module)
+    config_cls = getattr(mod, config_name)
+    fields = {f.name: f for f in dataclasses.fields(config_cls)}
+    for k in overrides:
+        if k not in fields:
+            raise ValueError(f"{config_name} has no field {k!r}; fields: {sorted(fields)}")
+    config = config_cls(**overrides)
+    agent = getattr(mod, agent_name)(dataset.obs_dim, dataset.act_dim, dataset.action_low, dataset.action_high,
+                                     config, device)
+    return agent, config
+
+
+def _parse_overrides(items: list[str]) -> dict:
+    out = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise ValueError(f"--set expects key=value, got {item!r}")
+        try:
+            out[key] = json.loads(value)
+        except json.JSONDecodeError:
+            out[key] = value
+        if isinstance(out[key], list):
+            out[key] = tuple(out[key])
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+    from . import datasets
+
+    p = argparse.ArgumentParser(prog="python -m minirl", description="minirl: offline RL, executed.")
+    sub = p.add_subparsers(dest="command", required=True)
+    t = sub.add_parser("train", help="train an agent on a named dataset")
+    t.add_argument("--algo", required=True, choices=sorted(ALGORITHMS))
+    t.add_argument("--dataset", required=True, help="e.g. pendulum-medium, hopper-medium-replay")
+    t.add_argument("--scale", default=None, help="smoke | cpu | full (default: $MINIRL_SCALE or cpu)")
+    t.add_argument("--steps", type=int, default=None, help="gradient steps (default: the scale's)")
+    t.add_argument("--seed", type=int, default=0)
+    t.add_argument("--device", default="cpu")
+    t.add_argument("--out", default=None, help="run directory (default: runs/<algo>-<dataset>-s<seed>)")
+    t.add_argument("--batch-size", type=int, default=None)
+    t.add_argument("--eval-every", type=int, default=None)
+    t.add_argument("--eval-episodes", type=int, default=None)
+    t.add_argument("--checkpoint-every", type=int, default=None)
+    t.add_argument("--resume", action="store_true", help="continue from <out>/checkpoint.pt")
+    t.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE", help="override config fields")
+    d = sub.add_parser("dataset", help="make, list or describe the named datasets")
+    d.add_argument("action", choices=["make", "list", "info"])
+    d.add_argument("names", nargs="*", help="dataset names (make/info); 'all' for every dataset")
+    d.add_argument("--size", type=int, default=None, help="transitions (default: the full dataset)")
+    a = p.parse_args(argv)
+
+    if a.command == "dataset":
+        if a.action == "list":
+            for name in datasets.dataset_names():
+                cached = datasets.cache_path(name, a.size).exists()
+                print(f"{name:28s} {datasets.full_size(name):>9d} transitions  {'cached' if cached else ''}")
+            return 0
+        names = datasets.dataset_names() if a.names == ["all"] else a.names
+        if not names:
+            p.error(f"dataset {a.action} needs at least one dataset name (see `python -m minirl dataset list`)")
+        for name in names:
+            if a.action == "make":
+                datasets.load_dataset(name, a.size)
+                print(f"{name}: {datasets.cache_path(name, a.size)}")
+            else:
+                print(json.dumps(datasets.dataset_info(name, a.size)))
+        return 0
+
+    scale = get_scale(a.scale)
+    task, _ = datasets.parse_name(a.dataset)
+    size = scale.dataset_size and min(scale.dataset_size, datasets.full_size(a.dataset))
+    raw = datasets.load_dataset(a.dataset, size)
+    torch.manual_seed(a.seed)  # the initial weights depend on the seed too
+    agent, config = make_agent(a.algo, raw, a.device, **_parse_overrides(a.set))
+    data, state_norm, reward_tf = prepare_dataset(raw, getattr(config, "normalize_states", False),
+                                                  getattr(config, "reward_scale", None))
+    out = Path(a.out or f"runs/{a.algo}-{a.dataset}-s{a.seed}")
+    steps = a.steps if a.steps is not None else scale.steps
+    print(f"minirl train: algo={a.algo} dataset={a.dataset} ({len(raw)} transitions) scale={scale.name} "
+          f"steps={steps} seed={a.seed} device={a.device} out={out}")
+    history = train(agent, data, steps, batch_size=a.batch_size or scale.batch_size, eval_env=task.env_id,
+                    eval_every=a.eval_every or min(scale.eval_every, max(steps, 1)),
+                    eval_episodes=a.eval_episodes or scale.eval_episodes, task=task.name, seed=a.seed,
+                    device=a.device, out=out, checkpoint_every=a.checkpoint_every, resume=a.resume,
+                    state_normalizer=state_norm, reward_transform=reward_tf)
+    (out / "config.json").write_text(json.dumps({"algo": a.algo, "dataset": a.dataset, "scale": scale.name,
+                                                 "steps": steps, "seed": a.seed, "device": a.device,
+                                                 "config": _jsonable(config)}, indent=1))
+    if history["eval"]:
+        e = history["eval"][-1]
+        print(f"final evaluation at step {e['step']}: return {e['return_mean']:.1f} +- {e['return_std']:.1f}, "
+              f"normalised score {e['score_mean']:.1f}")
+    return 0
+
+
+def _jsonable(config) -> dict:
+    import dataclasses
+    return {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(config).items()}
