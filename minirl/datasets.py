@@ -134,8 +134,8 @@ def make_dataset(name: str, n_transitions: int | None = None, progress: bool = T
     seed = 1000 * _TIER_SEEDS.get(tier, 0)
     if tier == "medium-expert":
         half = n // 2
-        parts = [make_dataset(f"{task.name}-medium", max(half, 1), progress),
-                 make_dataset(f"{task.name}-expert", max(n - half, 1), progress)]
+        parts = [load_dataset(f"{task.name}-medium", max(half, 1), progress),  # cached parts are reused
+                 load_dataset(f"{task.name}-expert", max(n - half, 1), progress)]
         return OfflineDataset.concatenate(parts)
     if tier == "random":
         return OfflineDataset(**rollout(task.env_id, n, seed, None, progress=progress, desc=name), **bounds)

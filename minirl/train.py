@@ -150,15 +150,23 @@ def train(agent, dataset: OfflineDataset, steps: int, *, batch_size: int = 256, 
     start = 0
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
+        for name in ("log.jsonl", "eval.csv"):  # rewritten from the checkpoint's history when resuming
+            (out / name).unlink(missing_ok=True)
         if resume and (out / "checkpoint.pt").exists():
             ck = torch.load(out / "checkpoint.pt", map_location=device, weights_only=False)
             agent.load_state_dict(ck["agent"])
             sampler.set_state(ck["sampler"])
             torch.set_rng_state(ck["torch_rng"])
             start, history = ck["step"], ck["history"]
-        elif not resume:
-            for name in ("log.jsonl", "eval.csv"):
-                (out / name).unlink(missing_ok=True)
+            # the logs end where the checkpoint was taken, even if the interrupted run got further
+            entries = sorted(({"kind": kind, **e} for kind in history for e in history[kind]),
+                             key=lambda e: (e["step"], e["kind"] == "eval"))  # the order the run wrote them in
+            with open(out / "log.jsonl", "w") as f:
+                f.writelines(json.dumps(e) + "\n" for e in entries)
+            if history["eval"]:
+                _write_csv(out / "eval.csv", history["eval"])
+        elif resume:
+            print(f"resume: no checkpoint in {out}, starting from step 0")
     dataset.to_tensors(device)  # move the data to the device once
 
     def log(kind: str, entry: dict) -> None:
@@ -174,7 +182,7 @@ def train(agent, dataset: OfflineDataset, steps: int, *, batch_size: int = 256, 
         os.replace(tmp, out / "checkpoint.pt")
 
     running: dict[str, float] = {}
-    t0 = time.perf_counter()
+    t0, eval_seconds = time.perf_counter(), 0.0
     bar = tqdm(range(start, steps), initial=start, total=steps, disable=not progress, mininterval=1.0,
                desc=type(agent).__name__)
     for t in bar:
@@ -186,17 +194,20 @@ def train(agent, dataset: OfflineDataset, steps: int, *, batch_size: int = 256, 
         if step % log_every == 0 or step == steps:
             n = log_every if step % log_every == 0 else step % log_every
             entry = {"step": step, **{k: v / n for k, v in running.items()},
-                     "updates_per_s": (step - start) / (time.perf_counter() - t0)}
+                     "updates_per_s": (step - start) / (time.perf_counter() - t0 - eval_seconds)}
             log("train", entry)
             running = {}
         if eval_every and (step % eval_every == 0 or step == steps):
-            returns = evaluate(agent, eval_env, eval_episodes, seed=10_000 * (seed + 1), state_normalizer=state_normalizer)
+            t_eval = time.perf_counter()
+            returns = evaluate(agent, eval_env, eval_episodes, seed=10_000 * (seed + 1),
+                               state_normalizer=state_normalizer)
             entry = {"step": step, "return_mean": float(returns.mean()), "return_std": float(returns.std())}
             if task is not None:
                 from .datasets import normalized_score
                 scores = normalized_score(task, returns)
                 entry |= {"score_mean": float(scores.mean()), "score_std": float(scores.std())}
             log("eval", entry)
+            eval_seconds += time.perf_counter() - t_eval
             if out is not None:
                 _write_csv(out / "eval.csv", history["eval"])
             bar.set_postfix(ret=f"{entry['return_mean']:.1f}")

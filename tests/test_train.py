@@ -48,7 +48,9 @@ def test_resume_gives_the_same_numbers(tmp_path):
     straight = train(a, ds, 60, out=tmp_path / "a", checkpoint_every=30, **kw)
     torch.manual_seed(0)
     b1 = BC(3, 1, -2, 2)
-    train(b1, ds, 30, out=tmp_path / "b", checkpoint_every=30, **kw)
+    # the first run gets past its last checkpoint (30) before it stops at 45: the resumed run starts from 30 and
+    # its logs must not keep the lines 31..45 of the interrupted run twice
+    train(b1, ds, 45, out=tmp_path / "b", checkpoint_every=30, **kw)
     torch.manual_seed(123)  # a fresh process builds a fresh agent: its initial weights must not matter
     b2 = BC(3, 1, -2, 2)
     resumed = train(b2, ds, 60, out=tmp_path / "b", checkpoint_every=30, resume=True, **kw)
