@@ -133,9 +133,11 @@ def make_dataset(name: str, n_transitions: int | None = None, progress: bool = T
     env.close()
     seed = 1000 * _TIER_SEEDS.get(tier, 0)
     if tier == "medium-expert":
+        if n < 2:
+            raise ValueError(f"n_transitions must be at least 2 for {name!r} (half medium, half expert), got {n}")
         half = n // 2
-        parts = [load_dataset(f"{task.name}-medium", max(half, 1), progress),  # cached parts are reused
-                 load_dataset(f"{task.name}-expert", max(n - half, 1), progress)]
+        parts = [load_dataset(f"{task.name}-medium", half, progress),  # cached parts are reused
+                 load_dataset(f"{task.name}-expert", n - half, progress)]
         return OfflineDataset.concatenate(parts)
     if tier == "random":
         return OfflineDataset(**rollout(task.env_id, n, seed, None, progress=progress, desc=name), **bounds)
