@@ -17,6 +17,7 @@ returns recorded in each task's ``manifest.json``.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from dataclasses import dataclass
@@ -31,7 +32,7 @@ ASSETS = Path(__file__).parent / "assets"
 TIERS = ("random", "medium", "expert", "medium-replay", "medium-expert")
 TASKS = {"pendulum": "Pendulum-v1", "hopper": "Hopper-v5"}
 _TIER_SEEDS = {"random": 1, "medium": 2, "expert": 3, "medium-replay": 4}
-RECIPE_VERSION = 2  # bump when a recipe changes, so stale caches are not reused
+RECIPE_VERSION = 2  # bump when the code of a recipe changes (asset changes are hashed by recipe_key)
 
 
 @dataclass(frozen=True)
@@ -110,13 +111,33 @@ def full_size(name: str) -> int:
     return task.sizes[tier]
 
 
+def recipe_key(name: str) -> str:
+    """A short hash of everything dataset ``name`` is made from: the recipe version, the environment, and the bytes
+    of the snapshots it rolls out (with their shares, for medium-replay). Re-exported behaviour policies therefore
+    never reuse a stale cache."""
+    task, tier = parse_name(name)
+    h = hashlib.sha1(f"{RECIPE_VERSION}|{task.env_id}|{tier}".encode())
+    if tier == "medium-expert":
+        h.update((recipe_key(f"{task.name}-medium") + recipe_key(f"{task.name}-expert")).encode())
+    elif tier in ("medium", "expert"):
+        h.update((ASSETS / task.name / getattr(task, tier)).read_bytes())
+    elif tier == "medium-replay":
+        for snapshot, count in task.replay:
+            h.update(f"|{snapshot}|{count}".encode())
+            if snapshot is not None:
+                h.update((ASSETS / task.name / snapshot).read_bytes())
+    return h.hexdigest()[:10]
+
+
 def cache_path(name: str, n_transitions: int | None = None) -> Path:
+    """Where dataset ``name`` with ``n_transitions`` (default: full size) is cached."""
     n = full_size(name) if n_transitions is None else n_transitions
-    return data_dir() / f"{name}-n{n}-v{RECIPE_VERSION}.npz"
+    return data_dir() / f"{name}-n{n}-{recipe_key(name)}.npz"
 
 
 def make_dataset(name: str, n_transitions: int | None = None, progress: bool = True) -> OfflineDataset:
-    """Generate dataset ``name`` with ``n_transitions`` (default: its full size), without touching the cache.
+    """Generate dataset ``name`` with ``n_transitions`` (default: its full size); only ``medium-expert`` reads and
+    fills the cache, for its two parts.
 
     A smaller dataset follows the same recipe: ``random``/``medium``/``expert`` are prefixes of the full one;
     ``medium-replay`` shrinks every snapshot's share in proportion; ``medium-expert`` takes half from each.

@@ -151,3 +151,22 @@ def test_hopper_datasets():
         assert "hopper-medium-expert" not in datasets.dataset_names()
     else:
         assert make_dataset("hopper-expert", 1000, progress=False).return_stats()["transitions"] == 1000
+
+
+def test_cache_key_follows_the_snapshots(monkeypatch, tmp_path):
+    key, random_key = datasets.recipe_key("pendulum-medium"), datasets.recipe_key("pendulum-random")
+    assert key == datasets.recipe_key("pendulum-medium") and key != datasets.recipe_key("pendulum-expert")
+    assert cache_path("pendulum-medium", 100).name == f"pendulum-medium-n100-{key}.npz"
+    # a re-exported snapshot (different bytes) gives a different key, so the old cache is not reused
+    fake = tmp_path / "assets"
+    (fake / "pendulum").mkdir(parents=True)
+    for f in ("manifest.json", "expert.pt"):
+        (fake / "pendulum" / f).write_bytes((datasets.ASSETS / "pendulum" / f).read_bytes())
+    (fake / "pendulum" / "medium.pt").write_bytes(b"another policy")
+    monkeypatch.setattr(datasets, "ASSETS", fake)
+    get_task.cache_clear()
+    try:
+        assert datasets.recipe_key("pendulum-medium") != key
+        assert datasets.recipe_key("pendulum-random") == random_key  # random data uses no snapshot
+    finally:
+        get_task.cache_clear()
