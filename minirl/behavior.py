@@ -23,7 +23,7 @@ from pathlib import Path
 import gymnasium as gym
 import numpy as np
 import torch
-from tqdm.auto import tqdm
+from tqdm import tqdm
 
 from .nets import CriticEnsemble, TanhGaussianActor, soft_update
 

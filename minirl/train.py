@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from tqdm.auto import tqdm
+from tqdm import tqdm
 
 from .behavior import make_env, single_thread
 from .data import OfflineDataset, RewardTransform, StateNormalizer
