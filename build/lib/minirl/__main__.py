@@ -1,5 +1,0 @@
-import sys
-
-from .train import main
-
-sys.exit(main())
