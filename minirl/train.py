@@ -153,10 +153,13 @@ def train(agent, dataset: OfflineDataset, steps: int, *, batch_size: int = 256, 
         for name in ("log.jsonl", "eval.csv"):  # rewritten from the checkpoint's history when resuming
             (out / name).unlink(missing_ok=True)
         if resume and (out / "checkpoint.pt").exists():
-            ck = torch.load(out / "checkpoint.pt", map_location=device, weights_only=False)
+            # on the CPU: generator states must stay CPU byte tensors; load_state_dict copies onto the agent's device
+            ck = torch.load(out / "checkpoint.pt", map_location="cpu", weights_only=False)
             agent.load_state_dict(ck["agent"])
             sampler.set_state(ck["sampler"])
             torch.set_rng_state(ck["torch_rng"])
+            if ck.get("cuda_rng") is not None:
+                torch.cuda.set_rng_state(ck["cuda_rng"], torch.device(device))
             start, history = ck["step"], ck["history"]
             # the logs end where the checkpoint was taken, even if the interrupted run got further
             entries = sorted(({"kind": kind, **e} for kind in history for e in history[kind]),
@@ -177,7 +180,9 @@ def train(agent, dataset: OfflineDataset, steps: int, *, batch_size: int = 256, 
 
     def checkpoint(step: int) -> None:
         tmp = out / "checkpoint.pt.tmp"
+        cuda_rng = torch.cuda.get_rng_state(torch.device(device)) if torch.device(device).type == "cuda" else None
         torch.save({"agent": agent.state_dict(), "sampler": sampler.get_state(), "torch_rng": torch.get_rng_state(),
+                    "cuda_rng": cuda_rng,
                     "step": step, "history": history, **_transforms(state_normalizer, reward_transform)}, tmp)
         os.replace(tmp, out / "checkpoint.pt")
 
