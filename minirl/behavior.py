@@ -40,6 +40,7 @@ class SACConfig:
     n_critics: int = 2
     init_alpha: float = 1.0
     start_steps: int = 5000       # uniform random actions before the policy acts
+    update_after: int = 1000      # gradient updates start once the buffer holds this many transitions
     buffer_size: int = 1_000_000
 
 
@@ -307,7 +308,7 @@ def train_sac(env_id: str, steps: int, out_dir: str | os.PathLike, seed: int = 0
         if term or trunc:
             episode += 1
             obs, ep_ret = env.reset(seed=seed * 100_000 + episode)[0], 0.0
-        if t >= min(cfg.start_steps, 1000) - 1:
+        if t + 1 >= cfg.update_after:
             logs = agent.update(buf.sample(rng, cfg.batch_size, agent.device))
         step = t + 1
         if step % snapshot_every == 0:

@@ -265,8 +265,7 @@ def export_assets(task: str, run_dir: str | os.PathLike, medium_window: tuple[fl
     bounds = [start_steps, *replay_steps, medium_step]
     for a, b in zip(bounds[:-1], bounds[1:]):
         snap = a if a in snaps else max(s for s in snaps if s <= a)
-        replay.append([copy(snap, f"replay/step_{snap:07d}.pt") if snap != medium_step else medium,
-                       int((b - a) * replay_multiplier)])
+        replay.append([copy(snap, f"replay/step_{snap:07d}.pt"), int((b - a) * replay_multiplier)])
     replay = [r for r in replay if r[1] > 0]
 
     ref_random = float(np.mean(evaluate_policy(None, env_id, 5 * episodes, seed)))

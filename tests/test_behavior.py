@@ -5,7 +5,7 @@ from minirl.behavior import SACConfig, evaluate_policy, load_actor, rollout, tra
 
 
 def small_sac():
-    return SACConfig(hidden=(32, 32), batch_size=32, start_steps=50)
+    return SACConfig(hidden=(32, 32), batch_size=32, start_steps=50, update_after=50)
 
 
 def test_sac_checkpoint_resume_continues_where_it_stopped(tmp_path):
