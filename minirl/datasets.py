@@ -258,6 +258,9 @@ def export_assets(task: str, run_dir: str | os.PathLike, medium_window: tuple[fl
         shutil.copy(snaps[step], out / dest)
         return dest
 
+    for name in ("history.jsonl", "config.json"):  # provenance: the run's evaluations and SAC settings
+        if (run / name).exists():
+            shutil.copy(run / name, out / f"sac_{name}")
     medium = copy(medium_step, "medium.pt")
     expert = copy(expert_step, "expert.pt") if expert_step is not None else None
     replay_steps = [s for s in sorted(snaps) if s % replay_every == 0 and start_steps < s < medium_step]
