@@ -214,8 +214,9 @@ def dataset_info(name: str, n_transitions: int | None = None, progress: bool = T
 # Exporting behaviour policies from a SAC run into the package (maintainers only; the result is committed).
 # --------------------------------------------------------------------------------------------------------------
 
-def export_assets(task: str, run_dir: str | os.PathLike, medium_window: tuple[float, float], sizes: dict,
-                  replay_every: int, replay_multiplier: float = 1.0, medium_step: int | None = None,
+def export_assets(task: str, run_dir: str | os.PathLike, sizes: dict, replay_every: int,
+                  replay_multiplier: float = 1.0, medium_step: int | None = None,
+                  medium_window: tuple[float, float] | None = None,
                   expert_step: int | None = None, ref_expert: float | None = None, ref_expert_source: str = "",
                   episodes: int = 20, seed: int = 123) -> dict:
     """Pick the medium and expert snapshots of a SAC run, measure reference returns, write ``manifest.json``.
@@ -244,6 +245,8 @@ def export_assets(task: str, run_dir: str | os.PathLike, medium_window: tuple[fl
     if expert_step is None and ref_expert is None:
         expert_step = max(evals, key=evals.get)
     if medium_step is None:
+        if medium_window is None:
+            raise ValueError("export_assets needs medium_step or medium_window (the evaluation returns of medium)")
         medium_step = next((s for s in sorted(evals) if medium_window[0] <= evals[s] <= medium_window[1]), None)
     if medium_step is None:
         raise ValueError(f"no snapshot of {run} has an evaluation return in {medium_window}")
