@@ -53,6 +53,7 @@ __all__ = [
     "policy_return",
     "value_iteration",
     "greedy_policy",
+    "constrained_value_iteration",
     "sample_dataset",
     "check_dataset",
     "empirical_mdp",
@@ -364,6 +365,34 @@ def greedy_policy(Q: np.ndarray) -> np.ndarray:
     return pi
 
 
+def constrained_value_iteration(mdp: FiniteMDP, support: np.ndarray, empty_value: float = 0.0,
+                                tol: float = 1e-10, max_iters: int = 100_000) -> np.ndarray:
+    """The optimal ``Q`` among policies that only take actions in ``support``: the batch-constrained optimum.
+
+    Iterates ``Q(s, a) = R(s, a) + gamma sum_s' P(s'|s, a) max_{a' : support[s', a']} Q(s', a')`` to sup-norm
+    accuracy ``tol``.  ``support`` is a boolean ``(S, A)`` mask, typically ``counts > 0`` from :func:`empirical_mdp`.
+    A state with no supported action at all (e.g. the last state of a truncated episode) is worth
+    ``empty_value``.  Unsupported entries of the result are ``-inf``, so ``greedy_policy`` never picks them where a
+    supported action exists.  This is the answer that BCQL, and IQL as its expectile goes to 1, should reach.
+    """
+    support = np.asarray(support)
+    if support.shape != (mdp.n_states, mdp.n_actions) or support.dtype != bool:
+        raise ValueError(f"support must be a boolean array of shape {(mdp.n_states, mdp.n_actions)}, "
+                         f"got dtype {support.dtype} and shape {support.shape}")
+    if not tol > 0:
+        raise ValueError(f"tol must be > 0, got {tol}")
+    has_action = support.any(axis=1)
+    Q = np.where(support, 0.0, -np.inf)
+    for _ in range(int(max_iters)):
+        V = np.where(has_action, Q.max(axis=1), float(empty_value))
+        Q_next = np.where(support, mdp.R + mdp.gamma * (mdp.P @ V), -np.inf)
+        delta = float(np.abs(Q_next[support] - Q[support]).max(initial=0.0))
+        Q = Q_next
+        if mdp.gamma * delta <= tol * (1.0 - mdp.gamma):
+            return Q
+    raise RuntimeError(f"constrained_value_iteration did not reach tol={tol} in max_iters={max_iters} iterations")
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # Offline data
 # ---------------------------------------------------------------------------------------------------------------
@@ -539,3 +568,18 @@ def empirical_behavior_policy(dataset: dict, n_states: int, n_actions: int) -> n
     np.add.at(counts, (d["s"], d["a"]), 1.0)
     n_s = counts.sum(axis=1, keepdims=True)
     return np.where(n_s > 0, counts / np.maximum(n_s, 1.0), 1.0 / n_actions)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Tabular BCQ: batch-constrained Q-learning (chapter 2)
+# ---------------------------------------------------------------------------------------------------------------
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Tabular CQL: the conservative policy-evaluation updates and their closed forms (chapter 3)
+# ---------------------------------------------------------------------------------------------------------------
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Tabular IQL: expectile value iteration (chapter 4)
+# ---------------------------------------------------------------------------------------------------------------

@@ -41,6 +41,11 @@ class Scale:
     eval_episodes: int
     dataset_size: int | None      # None: the full dataset
     batch_size: int = 256
+    algo_steps: tuple = ()        # (algo, steps) pairs for algorithms slower per update than the default allows
+
+    def steps_for(self, algo: str) -> int:
+        """Gradient steps for ``algo`` at this scale (slow updates such as CQL's get fewer at ``cpu`` scale)."""
+        return dict(self.algo_steps).get(algo, self.steps)
 
 
 SCALES = {
@@ -240,10 +245,23 @@ def _write_csv(path: Path, rows: list[dict]) -> None:
 # Algorithms by name, and the command line: python -m minirl ...
 # --------------------------------------------------------------------------------------------------------------
 
-# name -> (module, agent class, config class); an algorithm's issue adds its line here.
+# name -> (module, agent class, config class[, preset config overrides]); an algorithm's issue adds its line here.
 ALGORITHMS = {
     "bc": ("minirl.bc", "BC", "BCConfig"),
+    "bcq": ("minirl.bcq", "BCQ", "BCQConfig"),
+    "cql": ("minirl.cql", "CQL", "CQLConfig"),
+    "cql-lagrange": ("minirl.cql", "CQL", "CQLConfig", {"lagrange": True}),
+    "iql": ("minirl.iql", "IQL", "IQLConfig"),
 }
+
+
+def _config_fields(algo: str) -> set[str]:
+    import dataclasses
+    import importlib
+    if algo not in ALGORITHMS:
+        raise ValueError(f"unknown algorithm {algo!r}; expected one of {sorted(ALGORITHMS)}")
+    module, _, config_name, *_ = ALGORITHMS[algo]
+    return {f.name for f in dataclasses.fields(getattr(importlib.import_module(module), config_name))}
 
 
 def make_agent(algo: str, dataset: OfflineDataset, device: str = "cpu", **overrides):
@@ -252,7 +270,8 @@ def make_agent(algo: str, dataset: OfflineDataset, device: str = "cpu", **overri
     import importlib
     if algo not in ALGORITHMS:
         raise ValueError(f"unknown algorithm {algo!r}; expected one of {sorted(ALGORITHMS)}")
-    module, agent_name, config_name = ALGORITHMS[algo]
+    module, agent_name, config_name, *preset = ALGORITHMS[algo]
+    overrides = {**(preset[0] if preset else {}), **overrides}
     mod = importlib.import_module(module)
     config_cls = getattr(mod, config_name)
     fields = {f.name: f for f in dataclasses.fields(config_cls)}
@@ -280,6 +299,50 @@ def _parse_overrides(items: list[str]) -> dict:
     return out
 
 
+def run(algo: str, dataset: str, *, scale: str | None = None, steps: int | None = None, seed: int = 0,
+        device: str = "cpu", out: str | Path | None = None, overrides: dict | None = None,
+        batch_size: int | None = None, eval_every: int | None = None, eval_episodes: int | None = None,
+        checkpoint_every: int | None = None, resume: bool = False, progress: bool = True) -> dict:
+    """Train ``algo`` on the named ``dataset`` at a scale: what ``python -m minirl train`` does.
+
+    Loads (or makes) the dataset at the scale's size, builds the agent with ``overrides``, prepares states and
+    rewards as its config asks, trains, and writes ``config.json`` next to the logs in ``out``.  Returns the
+    history of :func:`train` with ``config`` (the run's settings) and ``wall_time`` (seconds) added.
+    """
+    import time
+    from . import datasets
+
+    sc = get_scale(scale)
+    task, _ = datasets.parse_name(dataset)
+    size = sc.dataset_size and min(sc.dataset_size, datasets.full_size(dataset))
+    raw = datasets.load_dataset(dataset, size, progress=progress)
+    steps = steps if steps is not None else sc.steps_for(algo)
+    overrides = dict(overrides or {})
+    if "max_steps" in _config_fields(algo):  # schedules (e.g. IQL's cosine actor lr) must know the run's length
+        overrides.setdefault("max_steps", steps)
+    torch.manual_seed(seed)  # the initial weights depend on the seed too
+    agent, config = make_agent(algo, raw, device, **overrides)
+    data, state_norm, reward_tf = prepare_dataset(raw, getattr(config, "normalize_states", False),
+                                                  getattr(config, "reward_scale", None))
+    out = Path(out or f"runs/{algo}-{dataset}-s{seed}")
+    print(f"minirl train: algo={algo} dataset={dataset} ({len(raw)} transitions) scale={sc.name} "
+          f"steps={steps} seed={seed} device={device} out={out}")
+    start = time.perf_counter()
+    history = train(agent, data, steps, batch_size=batch_size or sc.batch_size, eval_env=task.env_id,
+                    eval_every=eval_every or min(sc.eval_every, max(steps, 1)),
+                    eval_episodes=eval_episodes or sc.eval_episodes, task=task.name, seed=seed,
+                    device=device, out=out, checkpoint_every=checkpoint_every, resume=resume,
+                    state_normalizer=state_norm, reward_transform=reward_tf, progress=progress)
+    settings = {"algo": algo, "dataset": dataset, "transitions": len(raw), "scale": sc.name, "steps": steps,
+                "seed": seed, "device": device, "config": _jsonable(config)}
+    (out / "config.json").write_text(json.dumps(settings, indent=1))
+    if history["eval"]:
+        e = history["eval"][-1]
+        print(f"final evaluation at step {e['step']}: return {e['return_mean']:.1f} +- {e['return_std']:.1f}, "
+              f"normalised score {e['score_mean']:.1f}")
+    return {**history, "config": settings, "wall_time": time.perf_counter() - start}
+
+
 def main(argv: list[str] | None = None) -> int:
     import argparse
     from . import datasets
@@ -299,6 +362,7 @@ def main(argv: list[str] | None = None) -> int:
     t.add_argument("--eval-episodes", type=int, default=None)
     t.add_argument("--checkpoint-every", type=int, default=None)
     t.add_argument("--resume", action="store_true", help="continue from <out>/checkpoint.pt")
+    t.add_argument("--lagrange", action="store_true", help="CQL only: learn alpha' (same as --algo cql-lagrange)")
     t.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE", help="override config fields")
     d = sub.add_parser("dataset", help="make, list or describe the named datasets")
     d.add_argument("action", choices=["make", "list", "info"])
@@ -323,30 +387,10 @@ def main(argv: list[str] | None = None) -> int:
                 print(json.dumps(datasets.dataset_info(name, a.size)))
         return 0
 
-    scale = get_scale(a.scale)
-    task, _ = datasets.parse_name(a.dataset)
-    size = scale.dataset_size and min(scale.dataset_size, datasets.full_size(a.dataset))
-    raw = datasets.load_dataset(a.dataset, size)
-    torch.manual_seed(a.seed)  # the initial weights depend on the seed too
-    agent, config = make_agent(a.algo, raw, a.device, **_parse_overrides(a.set))
-    data, state_norm, reward_tf = prepare_dataset(raw, getattr(config, "normalize_states", False),
-                                                  getattr(config, "reward_scale", None))
-    out = Path(a.out or f"runs/{a.algo}-{a.dataset}-s{a.seed}")
-    steps = a.steps if a.steps is not None else scale.steps
-    print(f"minirl train: algo={a.algo} dataset={a.dataset} ({len(raw)} transitions) scale={scale.name} "
-          f"steps={steps} seed={a.seed} device={a.device} out={out}")
-    history = train(agent, data, steps, batch_size=a.batch_size or scale.batch_size, eval_env=task.env_id,
-                    eval_every=a.eval_every or min(scale.eval_every, max(steps, 1)),
-                    eval_episodes=a.eval_episodes or scale.eval_episodes, task=task.name, seed=a.seed,
-                    device=a.device, out=out, checkpoint_every=a.checkpoint_every, resume=a.resume,
-                    state_normalizer=state_norm, reward_transform=reward_tf)
-    (out / "config.json").write_text(json.dumps({"algo": a.algo, "dataset": a.dataset, "scale": scale.name,
-                                                 "steps": steps, "seed": a.seed, "device": a.device,
-                                                 "config": _jsonable(config)}, indent=1))
-    if history["eval"]:
-        e = history["eval"][-1]
-        print(f"final evaluation at step {e['step']}: return {e['return_mean']:.1f} +- {e['return_std']:.1f}, "
-              f"normalised score {e['score_mean']:.1f}")
+    run(a.algo, a.dataset, scale=a.scale, steps=a.steps, seed=a.seed, device=a.device, out=a.out,
+        overrides={**({"lagrange": True} if a.lagrange else {}), **_parse_overrides(a.set)},
+        batch_size=a.batch_size, eval_every=a.eval_every, eval_episodes=a.eval_episodes,
+        checkpoint_every=a.checkpoint_every, resume=a.resume)
     return 0
 
 

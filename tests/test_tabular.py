@@ -228,3 +228,28 @@ def test_dataset_validation():
         r = data["r"].copy()
         r[0] = np.nan
         tab.empirical_mdp(dict(data, r=r), 3, 2, gamma=0.9)
+
+
+def test_constrained_value_iteration_full_support_is_q_star_and_single_action_is_its_policy():
+    mdp = tab.random_mdp(6, 3, gamma=0.9, seed=0)
+    full = np.ones((6, 3), dtype=bool)
+    np.testing.assert_allclose(tab.constrained_value_iteration(mdp, full), tab.value_iteration(mdp), atol=1e-8)
+    only_first = np.zeros((6, 3), dtype=bool)
+    only_first[:, 0] = True
+    pi = np.zeros((6, 3))
+    pi[:, 0] = 1.0
+    Q = tab.constrained_value_iteration(mdp, only_first)
+    np.testing.assert_allclose(Q[:, 0], tab.evaluate_policy_exact(mdp, pi)[:, 0], atol=1e-8)
+    assert np.isneginf(Q[:, 1:]).all()
+
+
+def test_constrained_value_iteration_empty_state_value_and_bad_support():
+    mdp = tab.random_mdp(4, 2, gamma=0.5, seed=1)
+    support = np.ones((4, 2), dtype=bool)
+    support[3] = False  # no action at state 3: it is worth empty_value
+    Q0 = tab.constrained_value_iteration(mdp, support, empty_value=0.0)
+    Q1 = tab.constrained_value_iteration(mdp, support, empty_value=1.0)
+    expected_shift = mdp.gamma * mdp.P[:3, :, 3]  # first-order effect of V(3) going from 0 to 1 is at least this
+    assert np.all(Q1[:3] - Q0[:3] >= expected_shift - 1e-12)
+    with pytest.raises(ValueError, match="support must be a boolean array"):
+        tab.constrained_value_iteration(mdp, np.ones((4, 3), dtype=bool))
