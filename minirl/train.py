@@ -251,6 +251,8 @@ ALGORITHMS = {
     "bcq": ("minirl.bcq", "BCQ", "BCQConfig"),
     "cql": ("minirl.cql", "CQL", "CQLConfig"),
     "cql-lagrange": ("minirl.cql", "CQL", "CQLConfig", {"lagrange": True}),
+    # offline SAC with no conservatism at all: the naive actor-critic of the BCQ chapter (extrapolation error)
+    "sac-offline": ("minirl.cql", "CQL", "CQLConfig", {"cql_alpha": 0.0, "lagrange": False}),
     "iql": ("minirl.iql", "IQL", "IQLConfig"),
 }
 
