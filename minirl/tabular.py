@@ -58,6 +58,16 @@ __all__ = [
     "check_dataset",
     "empirical_mdp",
     "empirical_behavior_policy",
+    "offline_q_iteration",
+    "offline_q_learning",
+    "bcql",
+    "cql_penalty_weights",
+    "cql_policy_evaluation",
+    "cql_closed_form",
+    "cql_lower_bound_alpha",
+    "expectile",
+    "expectile_value_iteration",
+    "awr_policy",
 ]
 
 _ATOL = 1e-8  # tolerance for "sums to one" checks
@@ -575,11 +585,342 @@ def empirical_behavior_policy(dataset: dict, n_states: int, n_actions: int) -> n
 # ---------------------------------------------------------------------------------------------------------------
 
 
+def _bootstrap_model(d: dict, S: int, A: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Counts ``N(s, a)``, mean rewards ``r_hat(s, a)`` and ``T_boot[s, a, s'] = N(s, a, s', done=False) / N(s, a)``
+    (the next states that are bootstrapped from; a ``done`` transition contributes its reward only)."""
+    counts = np.zeros((S, A))
+    np.add.at(counts, (d["s"], d["a"]), 1.0)
+    reward_sum = np.zeros((S, A))
+    np.add.at(reward_sum, (d["s"], d["a"]), d["r"])
+    boot = np.zeros((S, A, S))
+    live = ~d["done"]
+    np.add.at(boot, (d["s"][live], d["a"][live], d["s_next"][live]), 1.0)
+    n = np.maximum(counts, 1.0)
+    return counts, reward_sum / n, boot / n[:, :, None]
+
+
+def _next_values(Q: np.ndarray, support: np.ndarray | None) -> np.ndarray:
+    """``V(s') = max_a' Q(s', a')`` over all actions (``support=None``) or over supported ones (0 if none)."""
+    if support is None:
+        return Q.max(axis=1)
+    return np.where(support.any(axis=1), np.where(support, Q, -np.inf).max(axis=1), 0.0)
+
+
+def _initial_q(Q0, S: int, A: int) -> np.ndarray:
+    if Q0 is None:
+        return np.zeros((S, A))
+    Q0 = np.array(np.broadcast_to(np.asarray(Q0, dtype=float), (S, A)))
+    if not np.all(np.isfinite(Q0)):
+        raise ValueError("Q0 must be finite")
+    return Q0
+
+
+def offline_q_iteration(dataset: dict, n_states: int, n_actions: int, gamma: float, constrained: bool = False,
+                        Q0: np.ndarray | float | None = None, tol: float = 1e-10,
+                        max_iters: int = 100_000) -> np.ndarray:
+    """The fixed point of offline Q-learning on ``dataset``, by synchronous iteration of its expected update.
+
+    Every pair seen in the data (``N(s, a) > 0``) is set, at each iteration, to the average of its transitions'
+    targets::
+
+        Q(s, a) <- r_hat(s, a) + gamma * sum_s' T_boot(s' | s, a) * max_{a'} Q(s', a')
+
+    where ``T_boot`` counts only transitions with ``done = False`` (a terminal transition contributes its reward
+    and no bootstrap). Pairs never seen are never updated:
+
+    * ``constrained=False`` (naive Q-learning): they keep their initial values ``Q0`` (default 0), which are
+      arbitrary, and the ``max`` over ``a'`` looks at them too: this is Q-learning on the empirical MDP whose unseen
+      pairs take arbitrary values, and what it returns depends on ``Q0`` (extrapolation error).
+    * ``constrained=True`` (batch-constrained Q-learning, BCQL): the ``max`` only ranges over actions seen in ``s'``
+      (a state with none is worth 0), unseen entries are ``-inf``, and the result equals
+      ``constrained_value_iteration(mdp_hat, counts > 0)`` with ``(mdp_hat, counts) = empirical_mdp(dataset, ...)``
+      on every pair of a non-terminal state, whatever ``Q0``.
+
+    Stops when ``gamma / (1 - gamma) * ||Q_{k+1} - Q_k||_inf <= tol`` (``tol`` from the fixed point).
+    """
+    d = check_dataset(dataset, n_states, n_actions)
+    S, A = int(n_states), int(n_actions)
+    if not 0.0 <= gamma < 1.0:
+        raise ValueError(f"gamma must be in [0, 1), got {gamma}")
+    if not tol > 0:
+        raise ValueError(f"tol must be > 0, got {tol}")
+    counts, r_hat, T_boot = _bootstrap_model(d, S, A)
+    seen = counts > 0
+    support = seen if constrained else None
+    Q = _initial_q(Q0, S, A)
+    if constrained:
+        Q = np.where(seen, Q, -np.inf)
+    for _ in range(int(max_iters)):
+        Q_next = np.where(seen, r_hat + gamma * (T_boot @ _next_values(Q, support)), Q)
+        delta = float(np.abs(Q_next[seen] - Q[seen]).max(initial=0.0))
+        Q = Q_next
+        if gamma * delta <= tol * (1.0 - gamma):
+            return Q
+    raise RuntimeError(f"offline_q_iteration did not reach tol={tol} in max_iters={max_iters} iterations")
+
+
+def offline_q_learning(dataset: dict, n_states: int, n_actions: int, gamma: float, constrained: bool = False,
+                       Q0: np.ndarray | float | None = None, sweeps: int = 100, lr_power: float = 0.6,
+                       seed: int = 0) -> np.ndarray:
+    """Sample-based offline Q-learning: ``sweeps`` passes over the dataset's transitions, each in a random order,
+
+        Q(s, a) <- Q(s, a) + alpha * (r + gamma * (1 - done) * max_{a'} Q(s', a') - Q(s, a))
+
+    with step size ``alpha = 1 / n(s, a) ** lr_power`` (``n(s, a)``: updates of the pair so far; ``lr_power`` in
+    ``(0.5, 1]`` satisfies the Robbins-Monro conditions). With ``constrained=True`` the max ranges over the actions
+    seen in ``s'`` only: this is BCQL (Fujimoto et al. 2019, section 4, tabular), which converges to the fixed point
+    :func:`offline_q_iteration` computes. Unseen pairs keep ``Q0`` (naive) or are ``-inf`` (constrained).
+    """
+    d = check_dataset(dataset, n_states, n_actions)
+    S, A = int(n_states), int(n_actions)
+    if not 0.0 <= gamma < 1.0:
+        raise ValueError(f"gamma must be in [0, 1), got {gamma}")
+    if not 0.5 < lr_power <= 1.0:
+        raise ValueError(f"lr_power must be in (0.5, 1], got {lr_power}")
+    if int(sweeps) < 0:
+        raise ValueError(f"sweeps must be >= 0, got {sweeps}")
+    seen = np.zeros((S, A), dtype=bool)
+    seen[d["s"], d["a"]] = True
+    Q = _initial_q(Q0, S, A)
+    if constrained:
+        Q = np.where(seen, Q, -np.inf)
+    support = seen if constrained else None
+    visits = np.zeros((S, A))
+    rng = np.random.default_rng(seed)
+    s_all, a_all, r_all, s2_all, done_all = d["s"], d["a"], d["r"], d["s_next"], d["done"]
+    for _ in range(int(sweeps)):
+        for i in rng.permutation(len(s_all)):
+            s, a, s2 = s_all[i], a_all[i], s2_all[i]
+            if done_all[i]:
+                target = r_all[i]
+            elif support is None:
+                target = r_all[i] + gamma * Q[s2].max()
+            else:
+                target = r_all[i] + gamma * (Q[s2][support[s2]].max() if support[s2].any() else 0.0)
+            visits[s, a] += 1.0
+            Q[s, a] += (target - Q[s, a]) / visits[s, a] ** lr_power
+    return Q
+
+
+def bcql(dataset: dict, n_states: int, n_actions: int, gamma: float, **kwargs) -> np.ndarray:
+    """Batch-constrained Q-learning: :func:`offline_q_learning` with ``constrained=True``."""
+    return offline_q_learning(dataset, n_states, n_actions, gamma, constrained=True, **kwargs)
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # Tabular CQL: the conservative policy-evaluation updates and their closed forms (chapter 3)
 # ---------------------------------------------------------------------------------------------------------------
 
 
+def cql_penalty_weights(pi_beta: np.ndarray, mu: np.ndarray, variant: int = 1) -> np.ndarray:
+    """The per-pair penalty ``c(s, a)`` of CQL's tabular policy-evaluation update, shape ``(S, A)``.
+
+    In a finite MDP the minimiser of CQL's objective can be written pair by pair (Kumar et al. 2020, eqs. 1-2):
+
+        (1)  min_Q  alpha E_{s~D, a~mu}[Q(s, a)]                          + 1/2 E_D[(Q - B_hat^pi Q_k)^2]
+        (2)  min_Q  alpha (E_{s~D, a~mu}[Q] - E_{s~D, a~pi_hat_beta}[Q])   + 1/2 E_D[(Q - B_hat^pi Q_k)^2]
+
+    Setting the derivative in ``Q(s, a)`` to zero (both terms carry the weight ``d(s)``) gives
+    ``Q_{k+1} = B_hat^pi Q_k - alpha c`` with
+
+        variant 1:  c = mu / pi_hat_beta            (every pair pushed down, most where mu leaves the data)
+        variant 2:  c = mu / pi_hat_beta - 1        (pushed down where mu > pi_hat_beta, up where mu < pi_hat_beta)
+
+    Pairs with ``pi_hat_beta(a|s) = 0`` and ``mu(a|s) = 0`` are in neither term: ``c = 0`` there (the update is the
+    plain backup of the empirical MDP). ``mu(a|s) > 0`` where ``pi_hat_beta(a|s) = 0`` would be an infinite
+    penalty and raises a ``ValueError`` (the theorems assume ``supp mu`` inside ``supp pi_hat_beta``).
+    """
+    if variant not in (1, 2):
+        raise ValueError(f"variant must be 1 (penalty (1)) or 2 (penalty (2)), got {variant!r}")
+    pi_beta = check_policy(pi_beta, *np.shape(pi_beta), name="pi_beta")
+    mu = check_policy(mu, *pi_beta.shape, name="mu")
+    outside = (mu > 0) & (pi_beta == 0)
+    if np.any(outside):
+        s, a = np.argwhere(outside)[0]
+        raise ValueError(f"mu must be zero where pi_beta is zero (supp mu inside supp pi_beta), but "
+                         f"mu[{s}, {a}] = {mu[s, a]:.3g} with pi_beta[{s}, {a}] = 0")
+    seen = pi_beta > 0
+    c = np.zeros_like(pi_beta)
+    c[seen] = mu[seen] / pi_beta[seen] - (1.0 if variant == 2 else 0.0)
+    return c
+
+
+def cql_policy_evaluation(mdp: FiniteMDP, pi: np.ndarray, pi_beta: np.ndarray, alpha: float,
+                          mu: np.ndarray | None = None, variant: int = 1, tol: float = 1e-10,
+                          max_iters: int = 100_000) -> np.ndarray:
+    """Iterate CQL's tabular update ``Q_{k+1} = R + gamma P^pi Q_k - alpha c`` to its fixed point, from zeros.
+
+    ``mdp`` is the MDP the backup uses (the empirical MDP of the data in the paper's theorems), ``pi`` the policy
+    evaluated, ``pi_beta`` the (empirical) behaviour policy and ``mu`` the penalised distribution (default
+    ``mu = pi``); ``c`` is :func:`cql_penalty_weights`. The update is a gamma-contraction (the penalty does not
+    depend on Q), so it converges to :func:`cql_closed_form`; iteration stops once
+    ``gamma / (1 - gamma) * ||Q_{k+1} - Q_k||_inf <= tol``. Returns ``(S, A)``.
+    """
+    pi = check_policy(pi, mdp.n_states, mdp.n_actions)
+    if alpha < 0:
+        raise ValueError(f"alpha must be >= 0, got {alpha}")
+    c = _cql_c(mdp, pi, pi_beta, mu, variant)
+    shifted = FiniteMDP(mdp.P, mdp.R - alpha * c, mdp.gamma, mdp.init, mdp.terminal)  # the penalty is a reward
+    Q, _ = evaluate_policy_iterative(shifted, pi, tol=tol, max_iters=max_iters)
+    return Q
+
+
+def _cql_c(mdp: FiniteMDP, pi: np.ndarray, pi_beta: np.ndarray, mu: np.ndarray | None, variant: int) -> np.ndarray:
+    """``c`` of :func:`cql_penalty_weights`, zero at terminal states (never a state of the data, value 0)."""
+    c = cql_penalty_weights(pi_beta, pi if mu is None else mu, variant)
+    c[mdp.terminal] = 0.0
+    return c
+
+
+def _discounted_penalty(mdp: FiniteMDP, pi: np.ndarray, pi_beta: np.ndarray, mu: np.ndarray | None,
+                        variant: int) -> np.ndarray:
+    """``w = (I - gamma P^pi)^{-1} c``: how much one unit of alpha lowers each ``Q(s, a)``."""
+    c = _cql_c(mdp, pi, pi_beta, mu, variant)
+    n = mdp.n_states * mdp.n_actions
+    return np.linalg.solve(np.eye(n) - mdp.gamma * policy_transition(mdp.P, pi), c.reshape(n)).reshape(c.shape)
+
+
+def cql_closed_form(mdp: FiniteMDP, pi: np.ndarray, pi_beta: np.ndarray, alpha: float,
+                    mu: np.ndarray | None = None, variant: int = 1) -> np.ndarray:
+    """The fixed point of CQL's update in closed form (Kumar et al. 2020, Theorems 3.1 and 3.2):
+
+        Q_hat = Q^pi - alpha (I - gamma P^pi)^{-1} c,    c = mu / pi_beta (variant 1)  or  mu / pi_beta - 1 (variant 2)
+
+    with ``Q^pi`` and ``P^pi`` of ``mdp`` (the empirical MDP in the theorems); ``c = 0`` at terminal states.
+    Returns ``(S, A)``.
+    """
+    pi = check_policy(pi, mdp.n_states, mdp.n_actions)
+    return evaluate_policy_exact(mdp, pi) - alpha * _discounted_penalty(mdp, pi, pi_beta, mu, variant)
+
+
+def cql_lower_bound_alpha(mdp_hat: FiniteMDP, mdp: FiniteMDP, pi: np.ndarray, pi_beta: np.ndarray,
+                          mu: np.ndarray | None = None, variant: int = 1) -> float:
+    """The smallest ``alpha >= 0`` for which CQL's estimate from ``mdp_hat`` is a lower bound in the true ``mdp``.
+
+    Variant 1 (Theorem 3.1): ``Q_hat(s, a) <= Q^pi(s, a)`` for every pair. Variant 2 (Theorem 3.2, ``mu = pi``):
+    ``V_hat(s) = E_pi[Q_hat(s, .)] <= V^pi(s)`` for every state. ``Q_hat`` is affine in alpha,
+    ``Q_hat = Q_hat^pi - alpha w`` with ``w = (I - gamma P_hat^pi)^{-1} c``, so the threshold is the largest ratio
+    ``(Q_hat^pi - Q^pi) / w`` (resp. its state-value version) over the entries where the estimate without penalty
+    is too high. 0 means no penalty is needed; ``inf`` means some overestimated entry has ``w <= 0`` and no alpha
+    makes the bound hold there.
+    """
+    pi = check_policy(pi, mdp.n_states, mdp.n_actions)
+    gap = evaluate_policy_exact(mdp_hat, pi) - evaluate_policy_exact(mdp, pi)
+    w = _discounted_penalty(mdp_hat, pi, pi_beta, mu, variant)
+    if variant == 2:  # the bound is on V = E_pi[Q], not pointwise
+        gap, w = state_values(gap, pi), state_values(w, pi)
+    over = gap > 1e-12
+    if not np.any(over):
+        return 0.0
+    if np.any(w[over] <= 0):
+        return float("inf")
+    return float(np.max(gap[over] / w[over]))
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # Tabular IQL: expectile value iteration (chapter 4)
 # ---------------------------------------------------------------------------------------------------------------
+
+
+def expectile(values: np.ndarray, weights: np.ndarray, tau: float) -> np.ndarray:
+    """The ``tau``-expectile of each row's discrete distribution: ``values[..., k]`` with probability
+    proportional to ``weights[..., k]``.  Returns an array of shape ``values.shape[:-1]``.
+
+    The expectile ``m`` is the minimiser of ``sum_k w_k |tau - 1(x_k < m)| (x_k - m)^2``, i.e. the root of
+    ``tau sum_k w_k (x_k - m)_+ = (1 - tau) sum_k w_k (m - x_k)_+``.  ``tau = 0.5`` gives the mean, and ``m``
+    grows to the largest value of positive weight as ``tau -> 1``; ``tau = 1`` is accepted and returns that maximum.
+    Computed exactly: between two consecutive sorted values the condition is linear in ``m``, so ``m`` is a mean
+    with weight ``1 - tau`` on the values below it and ``tau`` on those above; the interval where that mean falls
+    inside the interval is the answer.  Entries of zero weight are ignored (they may be ``-inf``).
+    """
+    x = np.asarray(values, dtype=float)
+    w = np.asarray(weights, dtype=float)
+    if x.shape != w.shape or x.ndim < 1:
+        raise ValueError(f"values and weights must have the same shape (..., K), got {x.shape} and {w.shape}")
+    if not 0.0 < tau <= 1.0:
+        raise ValueError(f"tau must be in (0, 1], got {tau}")
+    if np.any(w < 0) or not np.all(np.isfinite(w)):
+        raise ValueError("weights must be finite and non-negative")
+    positive = w > 0
+    if not np.all(positive.any(axis=-1)):
+        raise ValueError("every row of weights needs a positive entry (an expectile of nothing is undefined)")
+    if not np.all(np.isfinite(x[positive])):
+        raise ValueError("values with positive weight must be finite")
+    top = np.where(positive, x, -np.inf).max(axis=-1)
+    if tau == 1.0:
+        return top
+    x = np.where(positive, x, top[..., None])          # zero-weight entries: any finite value, they count for nothing
+    order = np.argsort(x, axis=-1)
+    x, w = np.take_along_axis(x, order, -1), np.take_along_axis(w, order, -1)
+    cw, cwx = np.cumsum(w, -1), np.cumsum(w * x, -1)  # mass and first moment of the k + 1 smallest values
+    tw, twx = cw[..., -1:], cwx[..., -1:]
+    m = ((1 - tau) * cwx + tau * (twx - cwx)) / ((1 - tau) * cw + tau * (tw - cw))  # m if x_(k) <= m <= x_(k+1)
+    upper = np.concatenate([x[..., 1:], np.full(x.shape[:-1] + (1,), np.inf)], -1)
+    violation = np.maximum(np.maximum(x - m, m - upper), 0.0)
+    return np.take_along_axis(m, violation.argmin(-1)[..., None], -1)[..., 0]
+
+
+def expectile_value_iteration(mdp: FiniteMDP, pi_beta: np.ndarray, tau: float, support: np.ndarray | None = None,
+                              empty_value: float = 0.0, tol: float = 1e-10,
+                              max_iters: int = 100_000) -> tuple[np.ndarray, np.ndarray]:
+    """Tabular IQL: iterate ``V(s) = expectile_tau of Q(s, a) over a ~ pi_beta(.|s)`` and ``Q = R + gamma P V``.
+
+    The expectile runs over the actions in ``support`` (default ``pi_beta > 0``; pass ``counts > 0`` with
+    ``pi_beta = empirical_behavior_policy(...)``, which is uniform at states without data), weighted by
+    ``pi_beta``.  A state with no supported action is worth ``empty_value``.  The expectile is monotone and
+    ``expectile(q + c) = expectile(q) + c``, so the update is a ``gamma``-contraction in the sup norm, iterated to
+    accuracy ``tol`` like :func:`constrained_value_iteration`.  ``tau = 0.5`` evaluates ``pi_beta`` (SARSA);
+    ``tau = 1`` is exactly :func:`constrained_value_iteration`, the limit IQL approaches as ``tau -> 1``.
+
+    Returns ``(Q, V)``: ``Q`` of shape ``(S, A)`` with ``-inf`` at unsupported pairs, ``V`` of shape ``(S,)``.
+    """
+    pi_beta = check_policy(pi_beta, mdp.n_states, mdp.n_actions, name="pi_beta")
+    support = pi_beta > 0 if support is None else np.asarray(support)
+    if support.shape != (mdp.n_states, mdp.n_actions) or support.dtype != bool:
+        raise ValueError(f"support must be a boolean array of shape {(mdp.n_states, mdp.n_actions)}, "
+                         f"got dtype {support.dtype} and shape {support.shape}")
+    if not 0.0 < tau <= 1.0:
+        raise ValueError(f"tau must be in (0, 1], got {tau}")
+    if not tol > 0:
+        raise ValueError(f"tol must be > 0, got {tol}")
+    weights = np.where(support, pi_beta, 0.0)
+    has_action = weights.sum(axis=1) > 0  # a supported action of zero behaviour probability carries no weight
+    Q = np.where(support, 0.0, -np.inf)
+    V = np.full(mdp.n_states, float(empty_value))
+    for _ in range(int(max_iters)):
+        V[has_action] = expectile(Q[has_action], weights[has_action], tau)
+        Q_next = np.where(support, mdp.R + mdp.gamma * (mdp.P @ V), -np.inf)
+        delta = float(np.abs(Q_next[support] - Q[support]).max(initial=0.0))
+        Q = Q_next
+        if mdp.gamma * delta <= tol * (1.0 - mdp.gamma):
+            V[has_action] = expectile(Q[has_action], weights[has_action], tau)
+            return Q, V
+    raise RuntimeError(f"expectile_value_iteration did not reach tol={tol} in max_iters={max_iters} iterations")
+
+
+def awr_policy(Q: np.ndarray, V: np.ndarray, pi_beta: np.ndarray, beta: float, max_weight: float = np.inf,
+               support: np.ndarray | None = None) -> np.ndarray:
+    """IQL's policy extraction in closed form: ``pi(a|s) ∝ pi_beta(a|s) min(exp(beta (Q(s,a) - V(s))), max_weight)``.
+
+    This table maximises the AWR objective ``sum_a pi_beta(a|s) w(s, a) log pi(a|s)`` at every state (Gibbs'
+    inequality).  ``beta = 0`` returns ``pi_beta`` (behaviour cloning); ``beta -> inf`` without a clamp puts all mass
+    on the best supported action; with a clamp every action of positive advantage gets the same weight
+    ``max_weight``, so the limit is ``pi_beta`` restricted to those actions (filtered behaviour cloning).
+    Only actions in ``support`` (default ``pi_beta > 0``) get mass; states with no support keep ``pi_beta``.
+    """
+    Q = np.asarray(Q, dtype=float)
+    pi_beta = check_policy(pi_beta, *Q.shape, name="pi_beta")
+    V = np.asarray(V, dtype=float)
+    if V.shape != Q.shape[:1]:
+        raise ValueError(f"V must have shape (S,) = ({Q.shape[0]},), got {V.shape}")
+    if beta < 0 or not max_weight > 0:
+        raise ValueError(f"beta must be >= 0 and max_weight > 0, got beta={beta}, max_weight={max_weight}")
+    support = (pi_beta > 0 if support is None else np.asarray(support, dtype=bool)) & (pi_beta > 0)
+    adv = np.where(support, Q - V[:, None], 0.0)
+    log_w = np.minimum(beta * adv, np.log(max_weight))  # log of the clamped weight, no overflow
+    log_w = np.where(support, log_w, -np.inf)
+    has_action = support.any(axis=1)
+    log_w[has_action] -= log_w[has_action].max(axis=1, keepdims=True)  # rescaling a row changes nothing
+    pi = np.where(support, pi_beta * np.exp(log_w), 0.0)
+    pi[~has_action] = pi_beta[~has_action]
+    return pi / pi.sum(axis=1, keepdims=True)

@@ -49,8 +49,12 @@ class Scale:
 
 
 SCALES = {
-    "smoke": Scale("smoke", steps=200, eval_every=100, eval_episodes=2, dataset_size=5_000),
-    "cpu": Scale("cpu", steps=20_000, eval_every=2_000, eval_episodes=10, dataset_size=None),
+    # CQL evaluates 1 + 3 x 10 actions per state through 3x256 critics: ~3 updates per CPU-second at the paper's
+    # sizes (offline SAC, its alpha = 0 case, ~25), so the CPU scales give it fewer steps (benchmarks/speed.py).
+    "smoke": Scale("smoke", steps=200, eval_every=100, eval_episodes=2, dataset_size=5_000,
+                   algo_steps=(("cql", 20), ("cql-lagrange", 20))),
+    "cpu": Scale("cpu", steps=20_000, eval_every=2_000, eval_episodes=10, dataset_size=None,
+                 algo_steps=(("cql", 1_200), ("cql-lagrange", 1_200), ("sac-offline", 10_000))),
     "full": Scale("full", steps=1_000_000, eval_every=5_000, eval_episodes=10, dataset_size=None),
 }
 
@@ -301,6 +305,11 @@ def _parse_overrides(items: list[str]) -> dict:
     return out
 
 
+def _eval_every(scale: Scale, steps: int) -> int:
+    """The scale's evaluation period, shortened for runs shorter than the scale's default (at least 4 points)."""
+    return scale.eval_every if steps >= scale.steps else min(scale.eval_every, max(steps // 4, 1))
+
+
 def run(algo: str, dataset: str, *, scale: str | None = None, steps: int | None = None, seed: int = 0,
         device: str = "cpu", out: str | Path | None = None, overrides: dict | None = None,
         batch_size: int | None = None, eval_every: int | None = None, eval_episodes: int | None = None,
@@ -331,7 +340,7 @@ def run(algo: str, dataset: str, *, scale: str | None = None, steps: int | None 
           f"steps={steps} seed={seed} device={device} out={out}")
     start = time.perf_counter()
     history = train(agent, data, steps, batch_size=batch_size or sc.batch_size, eval_env=task.env_id,
-                    eval_every=eval_every or min(sc.eval_every, max(steps, 1)),
+                    eval_every=eval_every or _eval_every(sc, steps),
                     eval_episodes=eval_episodes or sc.eval_episodes, task=task.name, seed=seed,
                     device=device, out=out, checkpoint_every=checkpoint_every, resume=resume,
                     state_normalizer=state_norm, reward_transform=reward_tf, progress=progress)

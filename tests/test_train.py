@@ -151,3 +151,13 @@ def test_cli_train_writes_logs(tmp_path, monkeypatch, capsys):
     assert cfg["config"]["hidden"] == [32, 32] and cfg["steps"] == 50
     evals = [json.loads(x) for x in (out / "log.jsonl").read_text().splitlines() if '"eval"' in x]
     assert evals[-1]["step"] == 50 and "score_mean" in evals[-1]
+
+
+def test_scale_steps_per_algorithm_and_evaluation_period():
+    from minirl.train import SCALES, _eval_every
+    cpu = SCALES["cpu"]
+    assert cpu.steps_for("bc") == cpu.steps == 20_000
+    assert cpu.steps_for("cql") < cpu.steps  # the slow update gets fewer steps at the CPU scales
+    assert _eval_every(cpu, 20_000) == 2_000
+    assert _eval_every(cpu, 1_200) == 300  # a short run still gets 4 evaluations
+    assert _eval_every(SCALES["smoke"], 200) == 100

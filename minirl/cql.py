@@ -1,0 +1,426 @@
+"""Conservative Q-learning: CQL(H) on soft actor-critic, its Lagrange variant, and discrete CQL.
+
+Kumar, Zhou, Tucker and Levine (2020), "Conservative Q-Learning for Offline Reinforcement Learning",
+arXiv:2006.04779. The critic minimises the usual TD error plus a penalty that pushes Q down on actions the data
+does not support and up on the actions it contains:
+
+    min_Q  alpha * E_s~D [ log sum_a exp Q(s, a)  -  E_a~D(.|s) Q(s, a) ]  +  1/2 E_D [ (Q(s, a) - B Q_target(s, a))^2 ]
+
+The ``log sum exp`` is the solution of the inner maximisation ``max_mu E_mu[Q] + H(mu)`` of CQL(H): the worst-case
+action distribution is ``mu = softmax(Q)``. With continuous actions the integral ``log int exp Q(s, a) da`` is
+estimated by importance sampling from three proposals, ``N`` actions each (:func:`cql_penalty`):
+
+    uniform actions on [-1, 1]^|A|        weight 1 / 0.5^|A|      covers the whole action box
+    policy actions a ~ pi(.|s)            weight 1 / pi(a|s)      where the actor will look for high Q
+    policy actions a ~ pi(.|s'), at s     weight 1 / pi(a|s')     more samples from a nearby, slightly different policy
+
+With a temperature T the term is ``T * log int exp(Q / T) da``. The actor is SAC's (``alpha_ent log pi - min_i Q_i``,
+automatic entropy tuning to the target entropy ``-|A|``), optionally cloning the data for the first ``bc_steps``.
+
+Lagrange variant (the paper's eq. 30 and Appendix F): ``alpha`` becomes ``cql_alpha * alpha'`` with a learned
+``alpha' = clamp(exp(log alpha'), 0, 1e6)`` playing the dual of the constraint ``penalty <= target_action_gap``:
+
+    min_Q max_{alpha' >= 0}  cql_alpha * alpha' * (penalty(Q) - target_action_gap) + TD error
+
+``alpha'`` rises while the penalty (the gap between the soft maximum of Q and Q on the data) is above the target and
+falls below it. Its step uses the *detached* penalty, so it never backpropagates through the critic's graph.
+
+Discrete CQL (:class:`DiscreteCQL`): (double) DQN whose loss adds ``alpha * (logsumexp_a Q(s, a) - Q(s, a_data))``,
+the exact penalty with all actions enumerated (:func:`discrete_cql_penalty`).
+
+Which setting follows which reference
+-------------------------------------
+* Networks 3x256 for actor and critics, two critics, policy lr 1e-4, critic lr 3e-4, tau 5e-3, gamma 0.99,
+  alpha 5.0, N = 10, T = 1, target entropy -|A|, no entropy in the TD target (``deterministic_backup``), the
+  Lagrange threshold 5.0, log alpha' starting at 0: the authors' code (aviralkumar2907/CQL, ``d4rl/rlkit/torch/sac/
+  cql.py`` with ``examples/cql_mujoco_new.py``) and young-geng/CQL (``SimpleSAC/conservative_sac.py``).
+* ``cql_alpha * alpha'`` (the multiplier scales the Lagrange term), ``bc_steps``, ``reward_multiplier`` and
+  ``reward_bias``: young-geng/CQL and CORL (``algorithms/offline/cql.py``).
+* Discrete CQL: d3rlpy's ``DiscreteCQL`` (double DQN, hard target copies, alpha 1.0).
+
+What this file does differently
+-------------------------------
+* All ``1 + 3N`` actions (data, uniform, policy at s, policy at s') go through the critics in ONE batched call (both
+  critics at once, :class:`minirl.nets.CriticEnsemble`); the references make six calls. The N policy actions per state
+  come from one actor forward pass per state (N noise draws), not from N copies of the state.
+* Importance weights live in the ``[-1, 1]`` box for every environment: policy log-densities are converted to that box
+  (``+ sum log(action_scale)``), so the uniform density ``0.5^|A|`` and the policy's are in the same units.
+* With a temperature ``T != 1`` the estimate is ``T * logsumexp(Q / T - log p)``; the references compute
+  ``T * logsumexp((Q - log p) / T)``, which is the same at the default ``T = 1``.
+* Like every reference, the estimate omits the ``- log(3N)`` of a Monte-Carlo average: it shifts the penalty's
+  value (hence the meaning of ``target_action_gap``) by a constant and leaves its gradient unchanged.
+"""
+from __future__ import annotations
+
+import copy
+import math
+from dataclasses import asdict, dataclass
+
+import numpy as np
+import torch
+from torch.distributions import Normal
+
+from .nets import CriticEnsemble, TanhGaussianActor, mlp, soft_update
+
+MAX_ALPHA_PRIME = 1e6  # alpha' is clamped to [0, MAX_ALPHA_PRIME]
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Configuration
+# --------------------------------------------------------------------------------------------------------------
+
+@dataclass
+class CQLConfig:
+    actor_hidden: tuple = (256, 256, 256)   # policy pi_phi layer sizes
+    critic_hidden: tuple = (256, 256, 256)  # Q_theta layer sizes
+    n_critics: int = 2                      # Q_1, Q_2 (clipped double Q: the min is used by the actor and target)
+    actor_lr: float = 1e-4                  # policy learning rate
+    critic_lr: float = 3e-4                 # Q learning rate
+    alpha_lr: float = 1e-4                  # learning rate of log alpha_ent (entropy temperature), = policy lr
+    alpha_prime_lr: float = 3e-4            # learning rate of log alpha' (Lagrange), = Q lr
+    gamma: float = 0.99                     # discount gamma
+    tau: float = 5e-3                       # Polyak rate of the target critics
+    cql_alpha: float = 5.0                  # alpha (min_q_weight): weight of the conservative penalty
+    n_actions: int = 10                     # N: sampled actions per proposal (uniform, pi(.|s), pi(.|s'))
+    temperature: float = 1.0                # T in T * log int exp(Q / T)
+    importance_sample: bool = True          # CQL(H) with importance weights; False: plain logsumexp of the samples
+    lagrange: bool = False                  # learn alpha' so that the penalty stays near target_action_gap
+    target_action_gap: float = 5.0          # tau_gap: the threshold of the Lagrange variant
+    target_entropy: float | None = None     # SAC's entropy target; None: -|A|
+    deterministic_backup: bool = True       # True: no -alpha_ent log pi(a'|s') in the TD target
+    max_target_backup: bool = False         # target max over N policy actions at s' instead of one sample
+    bc_steps: int = 0                       # first K steps train the actor by behaviour cloning (policy_eval_start)
+    reward_multiplier: float = 1.0          # r <- reward_multiplier * r + reward_bias, applied in update()
+    reward_bias: float = 0.0
+    normalize_states: bool = True           # train on (s - mean) / std of the dataset (train.prepare_dataset)
+    reward_scale: str | None = None         # None or "return_range" (train.prepare_dataset)
+
+    def __post_init__(self):
+        checks = [("cql_alpha", self.cql_alpha >= 0, "a number >= 0"),
+                  ("n_actions", isinstance(self.n_actions, int) and self.n_actions >= 1, "an integer >= 1"),
+                  ("temperature", self.temperature > 0, "a number > 0"),
+                  ("gamma", 0 <= self.gamma < 1, "in [0, 1)"),
+                  ("tau", 0 < self.tau <= 1, "in (0, 1]"),
+                  ("n_critics", isinstance(self.n_critics, int) and self.n_critics >= 1, "an integer >= 1"),
+                  ("bc_steps", isinstance(self.bc_steps, int) and self.bc_steps >= 0, "an integer >= 0"),
+                  ("actor_hidden", len(self.actor_hidden) > 0, "a non-empty tuple of layer sizes"),
+                  ("critic_hidden", len(self.critic_hidden) > 0, "a non-empty tuple of layer sizes")]
+        for name, ok, expected in checks:
+            if not ok:
+                raise ValueError(f"CQLConfig.{name} must be {expected}, got {getattr(self, name)!r}")
+        if self.lagrange and self.cql_alpha == 0:
+            raise ValueError("CQLConfig.cql_alpha must be > 0 when lagrange=True (it multiplies alpha'), got 0")
+
+
+# --------------------------------------------------------------------------------------------------------------
+# The losses, as pure functions of tensors
+# --------------------------------------------------------------------------------------------------------------
+
+def cql_penalty(q_data: torch.Tensor, q_sampled: torch.Tensor, log_density: torch.Tensor | float = 0.0,
+                temperature: float = 1.0) -> torch.Tensor:
+    """The CQL(H) gap ``T * logsumexp_i(Q(s, a_i) / T - log p(a_i)) - Q(s, a_data)``, one value per state.
+
+    Args:
+        q_data: ``(...,)`` Q of the dataset's action at each state; the ``- Q(s, a_data)`` term pushes it UP.
+        q_sampled: ``(..., K)`` Q of K sampled actions at the same states; the soft maximum pushes them DOWN,
+            the highest the most (its gradient is ``softmax(Q / T - log p)``).
+        log_density: ``(..., K)`` (or broadcastable) log-density of the proposal each action was drawn from: the
+            importance weight ``1 / p(a_i)`` turns the sum into an estimate of ``log int exp(Q(s, a) / T) da``.
+            0 (the default) for an exact sum over a finite action set.
+        temperature: T > 0; T -> 0 gives the hard maximum of Q (CQL pushes down only the largest Q), a large T
+            a uniform average (all sampled actions pushed down equally).
+
+    The penalty added to the critic loss is ``alpha * cql_penalty(...).mean()``. Its value is not a loss to drive to
+    zero: in a tabular problem its minimum over Q alone is ``-inf``; the TD error holds Q in place.
+    """
+    if temperature <= 0:
+        raise ValueError(f"temperature must be > 0, got {temperature}")
+    if q_sampled.shape[:-1] != q_data.shape:
+        raise ValueError(f"q_sampled must have shape q_data.shape + (K,) = {tuple(q_data.shape)} + (K,), "
+                         f"got {tuple(q_sampled.shape)}")
+    soft_max = temperature * torch.logsumexp(q_sampled / temperature - log_density, dim=-1)
+    return soft_max - q_data
+
+
+def discrete_cql_penalty(q_all: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
+    """Discrete CQL(H): ``logsumexp_a Q(s, a) - Q(s, a_data)`` with every action enumerated, one value per state.
+
+    ``q_all`` is ``(..., A)``, ``actions`` ``(...,)`` integer. It is :func:`cql_penalty` with the exact sum (no
+    importance weights) at T = 1: the function the tabular chapter applies to a Q table.
+    """
+    if actions.shape != q_all.shape[:-1]:
+        raise ValueError(f"actions must have shape q_all.shape[:-1] = {tuple(q_all.shape[:-1])}, "
+                         f"got {tuple(actions.shape)}")
+    q_data = q_all.gather(-1, actions.long().unsqueeze(-1)).squeeze(-1)
+    return cql_penalty(q_data, q_all)
+
+
+def alpha_prime_value(log_alpha_prime: torch.Tensor) -> torch.Tensor:
+    """``alpha' = clamp(exp(log alpha'), 0, 1e6)``: the Lagrange multiplier is non-negative and bounded."""
+    return log_alpha_prime.exp().clamp(0.0, MAX_ALPHA_PRIME)
+
+
+def lagrange_loss(log_alpha_prime: torch.Tensor, penalty: torch.Tensor, target_action_gap: float,
+                  cql_alpha: float = 1.0) -> torch.Tensor:
+    """The dual step's loss ``-cql_alpha * alpha' * (penalty - target_action_gap)``, to MINIMISE over log alpha'.
+
+    Minimising it maximises the Lagrangian over alpha': the gradient on log alpha' is
+    ``-cql_alpha * alpha' * (penalty - gap)``, so a descent step raises alpha' when the penalty exceeds the gap and
+    lowers it when the penalty is below. ``penalty`` is detached here: this loss reaches log alpha' only, and its
+    backward never enters the critic's graph (no "backward through the graph a second time"). A tensor of
+    per-critic penalties is averaged.
+    """
+    gap = penalty.detach() - target_action_gap
+    return -(cql_alpha * alpha_prime_value(log_alpha_prime) * gap).mean()
+
+
+def sample_actions(actor: TanhGaussianActor, mean: torch.Tensor, std: torch.Tensor, n: int):
+    """``n`` actions per state from the actor's tanh-Gaussian with pre-tanh ``(mean, std)`` of shape ``(B, d)``.
+
+    Returns ``(actions (B, n, d) in the environment's bounds, log pi(a|s) (B, n) in the [-1, 1] box)``. One actor
+    forward pass per state gives the mean and std; the n draws only cost the noise.
+    """
+    dist = Normal(mean.unsqueeze(1).expand(-1, n, -1), std.unsqueeze(1).expand(-1, n, -1), validate_args=False)
+    u = dist.sample()
+    # nets' log-density of the squashed action is in environment units; adding log|scale| gives it in the box
+    log_p = actor._squash_log_prob(dist, u) + actor.action_scale.log().sum()
+    return actor.to_env(torch.tanh(u)), log_p
+
+
+# --------------------------------------------------------------------------------------------------------------
+# The agent
+# --------------------------------------------------------------------------------------------------------------
+
+class CQL:
+    """CQL(H) on SAC for continuous actions; ``cql_alpha = 0`` without ``lagrange`` is plain offline SAC."""
+
+    def __init__(self, obs_dim: int, act_dim: int, action_low=None, action_high=None,
+                 config: CQLConfig | None = None, device: str = "cpu"):
+        self.cfg = cfg = config or CQLConfig()
+        self.device = torch.device(device)
+        self.act_dim = act_dim
+        self.actor = TanhGaussianActor(obs_dim, act_dim, cfg.actor_hidden, action_low, action_high).to(self.device)
+        self.critic = CriticEnsemble(obs_dim, act_dim, cfg.critic_hidden, cfg.n_critics).to(self.device)
+        self.critic_target = copy.deepcopy(self.critic).requires_grad_(False)
+        self.target_entropy = -float(act_dim) if cfg.target_entropy is None else float(cfg.target_entropy)
+        self.log_alpha = torch.zeros((), device=self.device, requires_grad=True)        # entropy temperature
+        self.log_alpha_prime = torch.zeros((), device=self.device, requires_grad=True)  # Lagrange multiplier
+        self.actor_opt = torch.optim.Adam(self.actor.parameters(), lr=cfg.actor_lr)
+        self.critic_opt = torch.optim.Adam(self.critic.parameters(), lr=cfg.critic_lr)
+        self.alpha_opt = torch.optim.Adam([self.log_alpha], lr=cfg.alpha_lr)
+        self.alpha_prime_opt = torch.optim.Adam([self.log_alpha_prime], lr=cfg.alpha_prime_lr)
+        # the uniform proposal's log-density in the [-1, 1] box: log 0.5^|A|
+        self.log_uniform_density = act_dim * math.log(0.5)
+        self.step = 0
+
+    @property
+    def uses_penalty(self) -> bool:
+        return self.cfg.cql_alpha > 0 or self.cfg.lagrange
+
+    def _target(self, b: dict, next_mean: torch.Tensor, next_std: torch.Tensor, alpha: torch.Tensor):
+        """``r + gamma (1 - done) [min_i Q'_i(s', a') (- alpha_ent log pi(a'|s'))]`` with a' from the policy."""
+        cfg = self.cfg
+        n = cfg.n_actions if cfg.max_target_backup else 1
+        a_next, logp_next = sample_actions(self.actor, next_mean, next_std, n)              # (B, n, d), (B, n)
+        B = a_next.shape[0]
+        next_obs = b["next_obs"].unsqueeze(1).expand(-1, n, -1).reshape(B * n, -1)
+        q_next = self.critic_target(next_obs, a_next.reshape(B * n, -1)).view(-1, B, n).min(0).values  # (B, n)
+        # max-target backup: the best of N policy actions (the authors' max_q_backup); else the single sample
+        q_next, idx = q_next.max(1)
+        if not cfg.deterministic_backup:  # soft backup; log pi in environment units, as the actor's entropy term
+            logp_env = logp_next.gather(1, idx.unsqueeze(1)).squeeze(1) - self.actor.action_scale.log().sum()
+            q_next = q_next - alpha * logp_env
+        rew = cfg.reward_multiplier * b["rew"] + cfg.reward_bias
+        return rew + cfg.gamma * (1.0 - b["done"]) * q_next
+
+    def update(self, b: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        cfg = self.cfg
+        obs, act = b["obs"], b["act"]
+        B, N = obs.shape[0], cfg.n_actions
+        alpha = self.log_alpha.exp().detach()
+        logs = {}
+
+        # The actor's Gaussian at s (with gradient: reused by the actor loss below) and at s' (no gradient).
+        mean, std = self.actor.mean_std(obs)
+        with torch.no_grad():
+            next_mean, next_std = self.actor.mean_std(b["next_obs"])
+            target = self._target(b, next_mean, next_std, alpha)
+
+        # ---- critic: TD error (+ the conservative penalty) ----------------------------------------------------
+        if not self.uses_penalty:
+            # offline SAC: nothing but the TD error (the naive actor-critic of the extrapolation-error story)
+            q_data = self.critic(obs, act)                                                         # (n_critics, B)
+            critic_loss = td_loss = ((q_data - target) ** 2).mean(1).sum()
+        else:
+            with torch.no_grad():
+                unit = torch.rand(B, N, self.act_dim, device=self.device) * 2 - 1                 # uniform on box
+                a_rand = self.actor.to_env(unit)
+                a_pi, logp_pi = sample_actions(self.actor, mean.detach(), std.detach(), N)         # pi(.|s)
+                a_pi_next, logp_pi_next = sample_actions(self.actor, next_mean, next_std, N)       # pi(.|s')
+            # one batched call: 1 + 3N actions per state, all critics at once
+            actions = torch.cat([act.unsqueeze(1), a_rand, a_pi, a_pi_next], 1)                   # (B, 1+3N, d)
+            K = actions.shape[1]
+            obs_rep = obs.unsqueeze(1).expand(-1, K, -1).reshape(B * K, -1)
+            q_all = self.critic(obs_rep, actions.reshape(B * K, -1)).view(-1, B, K)               # (n, B, 1+3N)
+            q_data, q_sampled = q_all[..., 0], q_all[..., 1:]
+            td_loss = ((q_data - target) ** 2).mean(1).sum()
+            if cfg.importance_sample:
+                # uniform actions: weight 1 / 0.5^|A| (they cover the box, including actions pi never proposes);
+                # policy actions at s and at s' (evaluated at s): weight 1 / pi(a|.), where the actor looks for
+                # high Q. The log-probabilities are detached: the weights are constants for the critic.
+                log_uniform = torch.full_like(logp_pi, self.log_uniform_density)
+                log_density = torch.cat([log_uniform, logp_pi, logp_pi_next], 1)
+            else:  # the references' unweighted variant: the data action joins the samples, no weights
+                q_sampled, log_density = q_all, 0.0
+            gap = cql_penalty(q_data, q_sampled, log_density, cfg.temperature).mean(1)            # (n_critics,)
+            if cfg.lagrange:
+                # the critic minimises cql_alpha * alpha' * (gap - target) with the current alpha' held fixed ...
+                alpha_prime = alpha_prime_value(self.log_alpha_prime).detach()
+                penalty = (cfg.cql_alpha * alpha_prime * (gap - cfg.target_action_gap)).sum()
+                # ... and the dual step maximises it over alpha' with the gap detached: alpha' rises iff gap > target
+                alpha_prime_loss = lagrange_loss(self.log_alpha_prime, gap, cfg.target_action_gap, cfg.cql_alpha)
+                self.alpha_prime_opt.zero_grad(set_to_none=True)
+                alpha_prime_loss.backward()
+                self.alpha_prime_opt.step()
+                logs |= {"alpha_prime": alpha_prime, "alpha_prime_loss": alpha_prime_loss.detach()}
+            else:
+                penalty = cfg.cql_alpha * gap.sum()
+            critic_loss = td_loss + penalty
+            with torch.no_grad():
+                logs |= {"cql_gap": gap.mean(), "q_rand": q_all[..., 1:1 + N].mean(),
+                         "q_pi_sampled": q_all[..., 1 + N:1 + 2 * N].mean()}
+        self.critic_opt.zero_grad(set_to_none=True)
+        critic_loss.backward()
+        self.critic_opt.step()
+
+        # ---- actor: SAC, or behaviour cloning during the first bc_steps -------------------------------------------
+        dist = Normal(mean, std, validate_args=False)
+        u = dist.rsample()
+        a_new = self.actor.to_env(torch.tanh(u))
+        logp = self.actor._squash_log_prob(dist, u)                                              # env units
+        self.critic.requires_grad_(False)  # the gradient flows through Q into the actor; critic weights stay put
+        q_new = self.critic(obs, a_new).min(0).values
+        self.critic.requires_grad_(True)
+        if self.step < cfg.bc_steps:
+            actor_loss = (alpha * logp - self.actor.log_prob(obs, act)).mean()
+        else:
+            actor_loss = (alpha * logp - q_new).mean()
+        self.actor_opt.zero_grad(set_to_none=True)
+        actor_loss.backward()
+        self.actor_opt.step()
+
+        # ---- entropy temperature -----------------------------------------------------------------------------
+        alpha_loss = -(self.log_alpha * (logp.detach() + self.target_entropy)).mean()
+        self.alpha_opt.zero_grad(set_to_none=True)
+        alpha_loss.backward()
+        self.alpha_opt.step()
+
+        soft_update(self.critic_target, self.critic, cfg.tau)
+        self.step += 1
+        return logs | {"critic_loss": critic_loss.detach(), "td_loss": td_loss.detach(),
+                       "actor_loss": actor_loss.detach(), "alpha": alpha,
+                       "q_data": q_data.detach().mean(), "q_policy": q_new.detach().mean()}
+
+    @torch.no_grad()
+    def act(self, obs: np.ndarray, deterministic: bool = True) -> np.ndarray:
+        o = torch.as_tensor(np.asarray(obs, dtype=np.float32), device=self.device)
+        return self.actor.sample(o, deterministic)[0].cpu().numpy()
+
+    def state_dict(self) -> dict:
+        return {"config": asdict(self.cfg), "step": self.step,
+                "log_alpha": self.log_alpha.detach().clone(), "log_alpha_prime": self.log_alpha_prime.detach().clone(),
+                **{k: getattr(self, k).state_dict() for k in self._parts}}
+
+    def load_state_dict(self, state: dict) -> None:
+        for k in self._parts:
+            getattr(self, k).load_state_dict(state[k])
+        with torch.no_grad():
+            self.log_alpha.copy_(state["log_alpha"])
+            self.log_alpha_prime.copy_(state["log_alpha_prime"])
+        self.step = int(state["step"])
+
+    _parts = ("actor", "critic", "critic_target", "actor_opt", "critic_opt", "alpha_opt", "alpha_prime_opt")
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Discrete CQL: (double) DQN + the exact penalty
+# --------------------------------------------------------------------------------------------------------------
+
+@dataclass
+class DiscreteCQLConfig:
+    hidden: tuple = (256, 256)        # Q-network layer sizes (obs -> one Q per action)
+    lr: float = 6.25e-5               # Adam learning rate (d3rlpy's DQN / DiscreteCQL default)
+    gamma: float = 0.99               # discount gamma
+    cql_alpha: float = 1.0            # alpha: weight of logsumexp_a Q(s, a) - Q(s, a_data); 0 gives (double) DQN
+    double_dqn: bool = True           # target Q'(s', argmax_a Q(s', a)) instead of max_a Q'(s', a)
+    target_update_every: int = 8000   # hard copy of the online network into the target every this many steps
+
+    def __post_init__(self):
+        if self.cql_alpha < 0:
+            raise ValueError(f"DiscreteCQLConfig.cql_alpha must be >= 0, got {self.cql_alpha!r}")
+        if not 0 <= self.gamma < 1:
+            raise ValueError(f"DiscreteCQLConfig.gamma must be in [0, 1), got {self.gamma!r}")
+        if not (isinstance(self.target_update_every, int) and self.target_update_every >= 1):
+            raise ValueError(f"DiscreteCQLConfig.target_update_every must be an integer >= 1, "
+                             f"got {self.target_update_every!r}")
+
+
+class DiscreteCQL:
+    """Q-learning on a finite action set with the CQL(H) penalty; ``batch["act"]`` holds integer actions ``(B,)``."""
+
+    def __init__(self, obs_dim: int, n_actions: int, config: DiscreteCQLConfig | None = None, device: str = "cpu"):
+        self.cfg = cfg = config or DiscreteCQLConfig()
+        self.device = torch.device(device)
+        self.n_actions = n_actions
+        self.q = mlp(obs_dim, n_actions, cfg.hidden).to(self.device)
+        self.q_target = copy.deepcopy(self.q).requires_grad_(False)
+        self.opt = torch.optim.Adam(self.q.parameters(), lr=cfg.lr)
+        self.step = 0
+
+    def update(self, b: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        cfg = self.cfg
+        act = b["act"].long().reshape(-1)
+        if act.numel() and (act.min() < 0 or act.max() >= self.n_actions):
+            raise ValueError(f"batch['act'] must hold integers in [0, {self.n_actions}), "
+                             f"got values in [{int(act.min())}, {int(act.max())}]")
+        with torch.no_grad():
+            q_next_target = self.q_target(b["next_obs"])
+            if cfg.double_dqn:  # the online network picks, the target network evaluates
+                a_next = self.q(b["next_obs"]).argmax(-1, keepdim=True)
+                v_next = q_next_target.gather(-1, a_next).squeeze(-1)
+            else:
+                v_next = q_next_target.max(-1).values
+            target = b["rew"] + cfg.gamma * (1.0 - b["done"]) * v_next
+        q_all = self.q(b["obs"])
+        q_data = q_all.gather(-1, act.unsqueeze(-1)).squeeze(-1)
+        td_loss = ((q_data - target) ** 2).mean()
+        loss = td_loss
+        logs = {}
+        if cfg.cql_alpha > 0:
+            gap = discrete_cql_penalty(q_all, act).mean()
+            loss = td_loss + cfg.cql_alpha * gap
+            logs["cql_gap"] = gap.detach()
+        self.opt.zero_grad(set_to_none=True)
+        loss.backward()
+        self.opt.step()
+        self.step += 1
+        if self.step % cfg.target_update_every == 0:
+            self.q_target.load_state_dict(self.q.state_dict())
+        return logs | {"loss": loss.detach(), "td_loss": td_loss.detach(), "q_data": q_data.detach().mean()}
+
+    @torch.no_grad()
+    def q_values(self, obs) -> np.ndarray:
+        return self.q(torch.as_tensor(np.asarray(obs, dtype=np.float32), device=self.device)).cpu().numpy()
+
+    def act(self, obs: np.ndarray, deterministic: bool = True) -> np.ndarray:
+        return self.q_values(obs).argmax(-1)
+
+    def state_dict(self) -> dict:
+        return {"config": asdict(self.cfg), "step": self.step, "q": self.q.state_dict(),
+                "q_target": self.q_target.state_dict(), "opt": self.opt.state_dict()}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.q.load_state_dict(state["q"])
+        self.q_target.load_state_dict(state["q_target"])
+        self.opt.load_state_dict(state["opt"])
+        self.step = int(state["step"])
