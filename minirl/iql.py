@@ -1,0 +1,227 @@
+"""Implicit Q-learning (IQL): Kostrikov, Nair and Levine, "Offline Reinforcement Learning with Implicit Q-Learning",
+ICLR 2022, arXiv:2110.06169.
+
+IQL never evaluates the critic at an action that is not in the dataset. Three regressions, all on dataset tuples
+(s, a, r, s', d) with d the terminal flag:
+
+    expectile loss   L2_tau(u) = |tau - 1(u < 0)| * u^2          (tau = 0.5: half the squared error)
+    value            L_V(psi)   = E_(s,a)~D [ L2_tau( min_i Qtarget_i(s, a) - V_psi(s) ) ]
+    critic           L_Q(theta) = sum_i E_(s,a,r,s')~D [ ( r + gamma (1 - d) V_psi(s') - Q_theta_i(s, a) )^2 ]
+    actor (AWR)      L_pi(phi)  = -E_(s,a)~D [ min(exp(beta (Qtarget(s, a) - V_psi(s))), max_exp_adv) log pi_phi(a|s) ]
+
+V is an upper expectile of Q over the dataset's actions: tau = 0.5 gives the behaviour policy's value (SARSA),
+tau -> 1 the best action in the data's support (a batch-constrained max, see tabular.expectile_value_iteration).
+The actor is then extracted by advantage-weighted regression: beta -> 0 is behaviour cloning, a large beta copies
+only the best dataset actions; the clamp keeps one outlier advantage from dominating a batch.
+
+Settings (MuJoCo, the paper's appendix and ikostrikov/implicit_q_learning): 256-256 ReLU networks, Adam 3e-4 for
+all three, batch 256, gamma 0.99, Polyak tau 0.005 on the target critics, expectile 0.7, beta 3.0, exp-advantage
+clamped at 100, cosine decay of the actor's learning rate to 0 over the run, rewards scaled by
+1000 / (max episode return - min episode return), a Gaussian actor with tanh on the mean and a state-independent
+log-std in [-5, 2] (nets.GaussianActor), no dropout. The update order follows the official code: V first (from the
+target critics), then the actor and the critics, both with the freshly updated V, then the target critics.
+What this file adds or changes:
+* states are normalised by the dataset's mean and std (as in CORL's algorithms/offline/iql.py; the official code
+  does not normalise MuJoCo states) -- set ``normalize_states=False`` for the official behaviour;
+* ``n_critics`` replicas (2 in the paper, min over all of them) and a ``target_update_period`` (1 in the paper);
+* ``actor="deterministic"``: AWR-weighted squared error ``w * ||pi(s) - a||^2`` (CORL's ``iql_deterministic``).
+"""
+from __future__ import annotations
+
+import copy
+import math
+from dataclasses import asdict, dataclass
+
+import numpy as np
+import torch
+
+from .nets import CriticEnsemble, DeterministicActor, GaussianActor, mlp, soft_update
+
+
+@dataclass
+class IQLConfig:
+    hidden: tuple = (256, 256)          # layer sizes of the actor, the critics and V
+    actor_lr: float = 3e-4              # Adam learning rate of pi_phi (decayed by a cosine, see cosine_actor_lr)
+    critic_lr: float = 3e-4             # Adam learning rate of Q_theta
+    value_lr: float = 3e-4              # Adam learning rate of V_psi
+    gamma: float = 0.99                 # discount gamma
+    tau: float = 0.005                  # Polyak rate of the target critics: theta' <- tau theta + (1 - tau) theta'
+    target_update_period: int = 1       # update the target critics every this many steps
+    expectile: float = 0.7              # expectile tau of the value loss (0.5: SARSA; -> 1: in-support max)
+    beta: float = 3.0                   # inverse temperature beta of the advantage weights
+    max_exp_adv: float = 100.0          # clamp on exp(beta * advantage)
+    n_critics: int = 2                  # critic replicas Q_1..Q_n; targets use their minimum
+    actor: str = "gaussian"             # "gaussian" (log-likelihood, the paper) or "deterministic" (squared error)
+    cosine_actor_lr: bool = True        # actor lr = actor_lr * (1 + cos(pi t / max_steps)) / 2
+    max_steps: int = 1_000_000          # length of the cosine schedule (train.run sets it to the run's steps)
+    normalize_states: bool = True       # train on (s - mean) / std of the dataset
+    reward_scale: str | None = "return_range"  # r * 1000 / (max return - min return); None keeps raw rewards
+
+    def __post_init__(self):
+        checks = [
+            ("actor", self.actor in ("gaussian", "deterministic"), "'gaussian' or 'deterministic'"),
+            ("expectile", 0.0 < self.expectile < 1.0, "in (0, 1)"),
+            ("beta", self.beta >= 0.0, ">= 0"),
+            ("max_exp_adv", self.max_exp_adv > 0.0, "> 0"),
+            ("gamma", 0.0 <= self.gamma < 1.0, "in [0, 1)"),
+            ("tau", 0.0 < self.tau <= 1.0, "in (0, 1]"),
+            ("n_critics", int(self.n_critics) >= 1, ">= 1"),
+            ("target_update_period", int(self.target_update_period) >= 1, ">= 1"),
+            ("max_steps", int(self.max_steps) >= 1, ">= 1"),
+            ("reward_scale", self.reward_scale in (None, "return_range"), "None or 'return_range'"),
+        ]
+        for name, ok, expected in checks:
+            if not ok:
+                raise ValueError(f"IQLConfig.{name} must be {expected}, got {getattr(self, name)!r}")
+        self.hidden = tuple(self.hidden)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# The losses: pure functions of tensors (the notebook applies them to tabular Q tables too)
+# --------------------------------------------------------------------------------------------------------------
+
+def expectile_loss(diff: torch.Tensor, tau: float) -> torch.Tensor:
+    """``L2_tau(u) = |tau - 1(u < 0)| * u^2`` elementwise (no mean).
+
+    Positive errors (the target above the prediction) weigh ``tau``, negative ones ``1 - tau``: minimising
+    ``E L2_tau(x - v)`` over ``v`` gives the tau-expectile of ``x`` (``tau = 0.5``: the mean).
+    """
+    weight = torch.where(diff < 0, 1.0 - tau, tau)
+    return weight * diff ** 2
+
+
+def value_target(q_target: torch.Tensor) -> torch.Tensor:
+    """The regression target of V: the minimum over replicas of the *target* critics, ``(n, B) -> (B,)``."""
+    return q_target.min(dim=0).values
+
+
+def value_loss(v: torch.Tensor, q: torch.Tensor, tau: float) -> torch.Tensor:
+    """``E L2_tau(q - v)``: V regresses to the tau-expectile of Q(s, a) over the dataset's actions at s."""
+    return expectile_loss(q - v, tau).mean()
+
+
+def q_target(rew: torch.Tensor, done: torch.Tensor, next_v: torch.Tensor, gamma: float) -> torch.Tensor:
+    """``y = r + gamma (1 - d) V(s')``: no action at s' is needed, so no action outside the data is queried."""
+    return rew + gamma * (1.0 - done) * next_v
+
+
+def critic_loss(q: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """``sum_i E (Q_i(s, a) - y)^2`` for ``q`` of shape ``(n, B)`` and ``target`` of shape ``(B,)``.
+
+    Summed over replicas (as in the official code) so each replica's gradient does not depend on ``n``.
+    """
+    return ((q - target.detach()) ** 2).mean(dim=1).sum()
+
+
+def awr_weights(adv: torch.Tensor, beta: float, max_weight: float = 100.0) -> torch.Tensor:
+    """``min(exp(beta * adv), max_weight)``, detached: the weights are constants for the actor's gradient."""
+    return torch.exp(beta * adv.detach()).clamp(max=max_weight)
+
+
+def awr_actor_loss(weights: torch.Tensor, nll: torch.Tensor) -> torch.Tensor:
+    """``E [ w * nll ]`` with ``nll = -log pi(a|s)`` (Gaussian actor) or ``||pi(s) - a||^2`` (deterministic).
+
+    With all weights equal this is behaviour cloning; the advantage weights tilt it towards better actions.
+    """
+    return (weights * nll).mean()
+
+
+def cosine_lr(step: int, max_steps: int, lr: float) -> float:
+    """``lr * (1 + cos(pi * min(step, max_steps) / max_steps)) / 2``: ``lr`` at step 0, 0 at ``max_steps``."""
+    return lr * 0.5 * (1.0 + math.cos(math.pi * min(step, max_steps) / max_steps))
+
+
+# --------------------------------------------------------------------------------------------------------------
+# The agent
+# --------------------------------------------------------------------------------------------------------------
+
+class IQL:
+    def __init__(self, obs_dim: int, act_dim: int, action_low=None, action_high=None,
+                 config: IQLConfig | None = None, device: str = "cpu"):
+        self.cfg = cfg = config or IQLConfig()
+        self.device = torch.device(device)
+        actor_cls = GaussianActor if cfg.actor == "gaussian" else DeterministicActor
+        self.actor = actor_cls(obs_dim, act_dim, cfg.hidden, action_low, action_high).to(self.device)
+        self.critic = CriticEnsemble(obs_dim, act_dim, cfg.hidden, cfg.n_critics).to(self.device)
+        self.critic_target = copy.deepcopy(self.critic).requires_grad_(False)
+        self.value = mlp(obs_dim, 1, cfg.hidden).to(self.device)
+        self.actor_opt = torch.optim.Adam(self.actor.parameters(), lr=cfg.actor_lr)
+        self.critic_opt = torch.optim.Adam(self.critic.parameters(), lr=cfg.critic_lr)
+        self.value_opt = torch.optim.Adam(self.value.parameters(), lr=cfg.value_lr)
+        self.step = 0  # updates done so far (drives the cosine schedule and the target update period)
+
+    def V(self, obs: torch.Tensor) -> torch.Tensor:
+        return self.value(obs).squeeze(-1)
+
+    def actor_lr(self) -> float:
+        """The actor's learning rate for the next update."""
+        cfg = self.cfg
+        return cosine_lr(self.step, cfg.max_steps, cfg.actor_lr) if cfg.cosine_actor_lr else cfg.actor_lr
+
+    def actor_nll(self, obs: torch.Tensor, act: torch.Tensor) -> torch.Tensor:
+        """Per-sample ``-log pi(a|s)`` (Gaussian) or ``||pi(s) - a||^2`` (deterministic), shape ``(B,)``."""
+        if self.cfg.actor == "gaussian":
+            return -self.actor.log_prob(obs, act)
+        return ((self.actor(obs) - act) ** 2).sum(-1)
+
+    def update(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        cfg = self.cfg
+        obs, act = batch["obs"], batch["act"]
+        with torch.no_grad():
+            q_min = value_target(self.critic_target(obs, act))       # min_i Qtarget_i(s, a), (B,)
+
+        # 1. V towards the expectile of the target critics at the dataset's actions
+        loss_v = value_loss(self.V(obs), q_min, cfg.expectile)
+        self.value_opt.zero_grad(set_to_none=True)
+        loss_v.backward()
+        self.value_opt.step()
+
+        with torch.no_grad():
+            v = self.V(obs)                                           # the updated V, as in the official code
+            y = q_target(batch["rew"], batch["done"], self.V(batch["next_obs"]), cfg.gamma)
+        adv = q_min - v
+
+        # 2. the actor: advantage-weighted regression onto the dataset's actions
+        weights = awr_weights(adv, cfg.beta, cfg.max_exp_adv)
+        loss_pi = awr_actor_loss(weights, self.actor_nll(obs, act))
+        lr = self.actor_lr()
+        for group in self.actor_opt.param_groups:
+            group["lr"] = lr
+        self.actor_opt.zero_grad(set_to_none=True)
+        loss_pi.backward()
+        self.actor_opt.step()
+
+        # 3. the critics towards r + gamma (1 - d) V(s')
+        q = self.critic(obs, act)
+        loss_q = critic_loss(q, y)
+        self.critic_opt.zero_grad(set_to_none=True)
+        loss_q.backward()
+        self.critic_opt.step()
+
+        # 4. the target critics
+        self.step += 1
+        if self.step % cfg.target_update_period == 0:
+            soft_update(self.critic_target, self.critic, cfg.tau)
+
+        return {"value_loss": loss_v.detach(), "critic_loss": loss_q.detach(), "actor_loss": loss_pi.detach(),
+                "v": v.mean(), "q": q.detach().mean(), "adv": adv.mean(), "weight": weights.mean(),
+                "weight_clamped": (weights >= cfg.max_exp_adv).float().mean(), "actor_lr": lr}
+
+    @torch.no_grad()
+    def act(self, obs: np.ndarray, deterministic: bool = True) -> np.ndarray:
+        o = torch.as_tensor(np.asarray(obs, dtype=np.float32), device=self.device)
+        if self.cfg.actor == "deterministic":
+            return self.actor(o).cpu().numpy()
+        return self.actor.sample(o, deterministic)[0].cpu().numpy()
+
+    def state_dict(self) -> dict:
+        return {"config": asdict(self.cfg), "step": self.step,
+                "actor": self.actor.state_dict(), "critic": self.critic.state_dict(),
+                "critic_target": self.critic_target.state_dict(), "value": self.value.state_dict(),
+                "actor_opt": self.actor_opt.state_dict(), "critic_opt": self.critic_opt.state_dict(),
+                "value_opt": self.value_opt.state_dict()}
+
+    def load_state_dict(self, state: dict) -> None:
+        for name in ("actor", "critic", "critic_target", "value", "actor_opt", "critic_opt", "value_opt"):
+            getattr(self, name).load_state_dict(state[name])
+        self.step = int(state["step"])
