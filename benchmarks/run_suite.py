@@ -62,6 +62,28 @@ def run_one(root: Path, algo: str, dataset: str, seed: int, scale: str, override
     if (out / "result.json").exists():
         print(f"skip {out} (done)")
         return None
+    lock = out / "running.pid"  # several suites may share a grid: each run is made by one process only
+    if lock.exists() and _alive(int(lock.read_text() or 0)):
+        print(f"skip {out} (being made by process {lock.read_text()})")
+        return None
+    out.mkdir(parents=True, exist_ok=True)
+    lock.write_text(str(os.getpid()))
+    try:
+        return _train_and_record(out, algo, dataset, seed, scale, overrides, steps, device)
+    finally:
+        lock.unlink(missing_ok=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except (OSError, ValueError):
+        return False
+    return pid > 0
+
+
+def _train_and_record(out: Path, algo: str, dataset: str, seed: int, scale: str, overrides: dict,
+                      steps: int | None, device: str) -> dict:
     sc = train.get_scale(scale)
     n_steps = steps if steps is not None else sc.steps_for(algo)
     history = train.run(algo, dataset, scale=scale, steps=n_steps, seed=seed, device=device, out=out,

@@ -68,3 +68,17 @@ def test_run_suite_writes_results_and_skips_finished_runs(tmp_path):
     assert "bc-hidden=32,32" in (tmp_path / "smoke" / "summary.csv").read_text()
     second = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO)
     assert second.returncode == 0 and "skip" in second.stdout
+
+
+def test_run_suite_skips_a_run_another_live_process_is_making(tmp_path, capsys):
+    import os
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import run_suite
+    run = tmp_path / "smoke" / "bc" / "pendulum-medium" / "s0"
+    run.mkdir(parents=True)
+    (run / "running.pid").write_text(str(os.getpid()))  # a live process (this one) holds the run
+    assert run_suite.run_one(tmp_path / "smoke", "bc", "pendulum-medium", 0, "smoke", {}, 5, "cpu") is None
+    assert "being made by process" in capsys.readouterr().out
+    (run / "running.pid").write_text("999999999")  # a dead process: the run is taken over and finished
+    result = run_suite.run_one(tmp_path / "smoke", "bc", "pendulum-medium", 0, "smoke", {}, 5, "cpu")
+    assert result["steps"] == 5 and not (run / "running.pid").exists()
