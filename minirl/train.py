@@ -8,7 +8,8 @@ numbers on the CPU as one that never stopped: the checkpoint holds the agent (ne
 sampler's generator, torch's global generator and the logs.
 
 An agent is any object with ``update(batch) -> dict``, ``act(obs, deterministic=True) -> actions``,
-``state_dict()`` and ``load_state_dict()``. ``act`` takes and returns numpy arrays of shape ``(B, dim)``.
+``state_dict()`` and ``load_state_dict()``. ``act`` takes and returns numpy arrays of shape ``(B, dim)``; a discrete
+agent returns integer action indices of shape ``(B,)``.
 """
 from __future__ import annotations
 
@@ -50,11 +51,12 @@ class Scale:
 
 SCALES = {
     # CQL evaluates 1 + 3 x 10 actions per state through 3x256 critics: ~3 updates per CPU-second at the paper's
-    # sizes (offline SAC, its alpha = 0 case, ~25), so the CPU scales give it fewer steps (benchmarks/speed.py).
+    # sizes (offline SAC, its alpha = 0 case, ~25); BCQ decodes 10 actions per next state through a 750-750 VAE:
+    # ~5-6 per second at batch 256. So the CPU scales give them fewer steps (benchmarks/speed.py).
     "smoke": Scale("smoke", steps=200, eval_every=100, eval_episodes=2, dataset_size=5_000,
-                   algo_steps=(("cql", 20), ("cql-lagrange", 20))),
+                   algo_steps=(("cql", 20), ("cql-lagrange", 20), ("bcq", 50))),
     "cpu": Scale("cpu", steps=20_000, eval_every=2_000, eval_episodes=10, dataset_size=None,
-                 algo_steps=(("cql", 1_200), ("cql-lagrange", 1_200), ("sac-offline", 10_000))),
+                 algo_steps=(("cql", 1_200), ("cql-lagrange", 1_200), ("sac-offline", 10_000), ("bcq", 2_000))),
     "full": Scale("full", steps=1_000_000, eval_every=5_000, eval_episodes=10, dataset_size=None),
 }
 

@@ -1,0 +1,381 @@
+"""Batch-Constrained deep Q-learning (BCQ): Fujimoto, Meger and Precup 2019, "Off-Policy Deep Reinforcement
+Learning without Exploration" (ICML 2019, arXiv:1812.02900).
+
+Extrapolation error: an offline critic is trained on targets ``max_a' Q(s', a')`` whose maximiser ``a'`` may be an
+action the data never shows; nothing corrects the value there, so it can be arbitrarily wrong and the greedy policy
+walks towards it. BCQ only ever evaluates actions that look like the data's:
+
+    generative model   G_omega(s) = a conditional VAE (E_omega(s, a) -> N(mu, sigma),  D_omega(s, z) -> a)
+        L_vae   = mean (D(s, z) - a)^2 + kl_weight * mean KL(N(mu, sigma) || N(0, 1)),   z = mu + sigma * eps
+        sampling:  a ~ D(s, z),  z ~ N(0, 1) clipped to [-latent_clip, latent_clip]     (stay near the data)
+    perturbation       xi_phi(s, a) in [-Phi, Phi]  (Phi = phi * half the action range), a_hat = clip(a + xi)
+        L_actor = -mean Q_theta1(s, a + xi_phi(s, a)),   a ~ G_omega(s)                 (DPG on the perturbation)
+    critic target      n actions a_j ~ G_omega(s'), perturbed by the target perturbation model, then
+        y = r + gamma * (1 - done) * max_j [ lambda * min_k Q'_k(s', a_j) + (1 - lambda) * max_k Q'_k(s', a_j) ]
+        L_critic = sum_k mean (Q_k(s, a) - y)^2          (soft clipped double Q-learning, k = 1, 2)
+    policy             pi(s) = argmax over 100 candidates a_j + xi_phi(s, a_j), a_j ~ G_omega(s), of Q_theta1(s, .)
+    targets            theta' <- tau theta + (1 - tau) theta',  phi' <- tau phi + (1 - tau) phi'
+
+phi trades imitation for improvement: phi = 0 picks the best of the VAE's samples (a Q-filtered behaviour
+cloning), a large phi lets the perturbation reach any action in the bounds (an unconstrained actor-critic).
+
+Settings follow the authors' code (sfujim/BCQ, continuous_BCQ/BCQ.py): VAE 750-750 with latent 2 * act_dim and
+log-std clamped to [-4, 15] (``nets.VAE``), KL weight 0.5, perturbation and critics 400-300, Adam with learning rate
+1e-3 for all three networks, lambda = 0.75, 10 target samples, 100 action candidates, tau = 0.005, gamma = 0.99;
+the reference batch size is 100 (minirl's loop uses the scale's batch, 256). One change: states are normalised
+by default (``normalize_states=True``, as minirl's BC), because Pendulum's angular velocity (range +-8) next to
+cos/sin slows learning a lot at the short ``cpu`` scale; set it to False to train on raw states as the reference. The
+reconstruction and KL terms are averaged over elements (``F.mse_loss`` and ``.mean()`` in the reference).
+Candidate evaluations are batched: the ``B * n`` decoded actions go through the VAE, the perturbation model and the
+critics in one call each. d3rlpy's BCQ has the same structure (``action_flexibility`` = phi, ``lam`` = lambda,
+``beta`` = the KL weight).
+"""
+from __future__ import annotations
+
+import copy
+from dataclasses import asdict, dataclass
+
+import numpy as np
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from .nets import VAE, CriticEnsemble, _ActionScaler, mlp, soft_update
+
+
+@dataclass
+class BCQConfig:
+    actor_hidden: tuple = (400, 300)     # perturbation model xi_phi(s, a) layer sizes
+    critic_hidden: tuple = (400, 300)    # Q_theta1, Q_theta2 layer sizes
+    vae_hidden: tuple = (750, 750)       # encoder E_omega and decoder D_omega layer sizes
+    latent_dim: int | None = None        # dim z; None: 2 * act_dim
+    latent_clip: float = 0.5             # sampling z ~ N(0, 1) clipped to [-latent_clip, latent_clip]
+    kl_weight: float = 0.5               # weight of KL(N(mu, sigma) || N(0, 1)) in L_vae
+    phi: float = 0.05                    # Phi / (half the action range): the perturbation's bound
+    lmbda: float = 0.75                  # lambda, soft clipped double-Q weight on min_k Q'_k
+    n_target_samples: int = 10           # n, VAE actions per next state in the critic target
+    n_action_samples: int = 100          # candidates per state when acting
+    gamma: float = 0.99                  # gamma, discount
+    tau: float = 0.005                   # tau, Polyak rate of the target critic and perturbation model
+    actor_lr: float = 1e-3               # Adam learning rate of xi_phi
+    critic_lr: float = 1e-3              # Adam learning rate of Q_theta
+    vae_lr: float = 1e-3                 # Adam learning rate of G_omega (PyTorch's Adam default in the reference)
+    normalize_states: bool = True        # (s - mean) / std of the dataset; the reference trains on raw states
+    reward_scale: str | None = None      # the reference uses raw rewards
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The losses, as pure functions of tensors
+# ----------------------------------------------------------------------------------------------------------------
+
+def kl_to_standard_normal(mean: torch.Tensor, std: torch.Tensor) -> torch.Tensor:
+    """``KL(N(mean, std^2) || N(0, 1))`` per latent coordinate, averaged over all elements:
+    ``mean of -1/2 (1 + log std^2 - mean^2 - std^2)``."""
+    return (-0.5 * (1 + torch.log(std.pow(2)) - mean.pow(2) - std.pow(2))).mean()
+
+
+def vae_loss(recon: torch.Tensor, actions: torch.Tensor, mean: torch.Tensor, std: torch.Tensor,
+             kl_weight: float = 0.5) -> torch.Tensor:
+    """``L_vae = mean (recon - a)^2 + kl_weight * KL``, both terms averaged over elements (as the reference)."""
+    return F.mse_loss(recon, actions) + kl_weight * kl_to_standard_normal(mean, std)
+
+
+def soft_clipped_double_q(q1: torch.Tensor, q2: torch.Tensor, lmbda: float = 0.75) -> torch.Tensor:
+    """``lambda * min(q1, q2) + (1 - lambda) * max(q1, q2)``, elementwise: lambda = 1 is clipped double Q
+    (TD3), lambda = 0.5 the mean of the two, lambda = 0 the optimistic max."""
+    return lmbda * torch.min(q1, q2) + (1 - lmbda) * torch.max(q1, q2)
+
+
+def critic_target(rewards: torch.Tensor, dones: torch.Tensor, next_q1: torch.Tensor, next_q2: torch.Tensor,
+                  gamma: float = 0.99, lmbda: float = 0.75) -> torch.Tensor:
+    """The BCQ target ``y = r + gamma (1 - done) max_j soft_clipped_double_q(Q'_1, Q'_2)(s', a_j)``.
+
+    ``next_q1``/``next_q2`` have shape ``(B, n)``: the target critics at the ``n`` perturbed VAE actions of each next
+    state; ``rewards``/``dones`` have shape ``(B,)``. Returns ``(B,)``.
+    """
+    if next_q1.dim() != 2 or next_q1.shape != next_q2.shape or next_q1.shape[0] != rewards.shape[0]:
+        raise ValueError(f"next_q1 and next_q2 must both have shape (B, n) with B = len(rewards) = "
+                         f"{rewards.shape[0]}, got {tuple(next_q1.shape)} and {tuple(next_q2.shape)}")
+    v_next = soft_clipped_double_q(next_q1, next_q2, lmbda).max(dim=1).values
+    return rewards + gamma * (1.0 - dones) * v_next
+
+
+def perturbation_loss(q1_perturbed: torch.Tensor) -> torch.Tensor:
+    """``L_actor = -mean Q_theta1(s, a + xi_phi(s, a))`` over the batch (deterministic policy gradient)."""
+    return -q1_perturbed.mean()
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The perturbation model and the agent
+# ----------------------------------------------------------------------------------------------------------------
+
+class Perturbation(_ActionScaler):
+    """``xi_phi(s, a) = phi * half_range * tanh(f(s, a))``; ``forward`` returns ``clip(a + xi_phi(s, a))`` in the
+    action bounds. The offset is at most ``phi * half_range`` per dimension (less where the clip bites)."""
+
+    def __init__(self, obs_dim: int, act_dim: int, hidden=(400, 300), phi: float = 0.05,
+                 action_low=None, action_high=None):
+        super().__init__(act_dim, action_low, action_high)
+        self.net = mlp(obs_dim + act_dim, act_dim, hidden, output_activation=nn.Tanh)
+        self.phi = phi
+
+    def forward(self, obs: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
+        xi = self.phi * self.action_scale * self.net(torch.cat([obs, action], -1))
+        low, high = self.action_bias - self.action_scale, self.action_bias + self.action_scale
+        return torch.max(torch.min(action + xi, high), low)
+
+
+class BCQ:
+    _parts = ("vae", "actor", "actor_target", "critic", "critic_target", "vae_opt", "actor_opt", "critic_opt")
+
+    def __init__(self, obs_dim: int, act_dim: int, action_low=None, action_high=None,
+                 config: BCQConfig | None = None, device: str = "cpu"):
+        self.cfg = cfg = config or BCQConfig()
+        for name in ("phi", "tau", "kl_weight", "latent_clip"):
+            if getattr(cfg, name) < 0:
+                raise ValueError(f"BCQConfig.{name} must be >= 0, got {getattr(cfg, name)}")
+        if not 0.0 <= cfg.lmbda <= 1.0:
+            raise ValueError(f"BCQConfig.lmbda must be in [0, 1], got {cfg.lmbda}")
+        if not 0.0 <= cfg.gamma < 1.0:
+            raise ValueError(f"BCQConfig.gamma must be in [0, 1), got {cfg.gamma}")
+        for name in ("n_target_samples", "n_action_samples"):
+            if int(getattr(cfg, name)) < 1:
+                raise ValueError(f"BCQConfig.{name} must be >= 1, got {getattr(cfg, name)}")
+        self.device = torch.device(device)
+        self.act_dim = act_dim
+        self.vae = VAE(obs_dim, act_dim, cfg.latent_dim, cfg.vae_hidden, action_low, action_high,
+                       cfg.latent_clip).to(self.device)
+        self.actor = Perturbation(obs_dim, act_dim, cfg.actor_hidden, cfg.phi, action_low,
+                                  action_high).to(self.device)
+        self.critic = CriticEnsemble(obs_dim, act_dim, cfg.critic_hidden, n_critics=2).to(self.device)
+        self.actor_target = copy.deepcopy(self.actor).requires_grad_(False)
+        self.critic_target = copy.deepcopy(self.critic).requires_grad_(False)
+        self.vae_opt = torch.optim.Adam(self.vae.parameters(), lr=cfg.vae_lr)
+        self.actor_opt = torch.optim.Adam(self.actor.parameters(), lr=cfg.actor_lr)
+        self.critic_opt = torch.optim.Adam(self.critic.parameters(), lr=cfg.critic_lr)
+
+    def candidates(self, obs: torch.Tensor, n: int, target: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+        """``n`` perturbed VAE actions per state, batched: returns ``(obs_rep, actions)``, both ``(B * n, .)``,
+        rows ``i * n ... i * n + n - 1`` belonging to ``obs[i]``."""
+        obs_rep = obs.repeat_interleave(n, dim=0)
+        actor = self.actor_target if target else self.actor
+        return obs_rep, actor(obs_rep, self.vae.decode(obs_rep))
+
+    def update(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        cfg = self.cfg
+        obs, act, rew, next_obs, done = (batch[k] for k in ("obs", "act", "rew", "next_obs", "done"))
+        B = obs.shape[0]
+
+        # 1. the generative model G_omega: a conditional VAE of the data's actions
+        recon, mean, std = self.vae(obs, act)
+        recon_loss = F.mse_loss(recon, act)
+        kl = kl_to_standard_normal(mean, std)
+        loss_vae = recon_loss + cfg.kl_weight * kl
+        self.vae_opt.zero_grad(set_to_none=True)
+        loss_vae.backward()
+        self.vae_opt.step()
+
+        # 2. the critics: soft clipped double Q on the best of n perturbed VAE actions at s'
+        with torch.no_grad():
+            next_rep, next_act = self.candidates(next_obs, cfg.n_target_samples, target=True)
+            q_next = self.critic_target(next_rep, next_act).view(2, B, cfg.n_target_samples)
+            y = critic_target(rew, done, q_next[0], q_next[1], cfg.gamma, cfg.lmbda)
+        q = self.critic(obs, act)                                   # (2, B)
+        critic_loss = ((q - y) ** 2).mean(dim=1).sum()              # mse(Q1, y) + mse(Q2, y)
+        self.critic_opt.zero_grad(set_to_none=True)
+        critic_loss.backward()
+        self.critic_opt.step()
+
+        # 3. the perturbation model: deterministic policy gradient through Q_theta1
+        with torch.no_grad():
+            sampled = self.vae.decode(obs)
+        self.critic.requires_grad_(False)  # the gradient flows through Q_theta1 into xi_phi; the critic stays put
+        actor_loss = perturbation_loss(self.critic(obs, self.actor(obs, sampled))[0])
+        self.critic.requires_grad_(True)
+        self.actor_opt.zero_grad(set_to_none=True)
+        actor_loss.backward()
+        self.actor_opt.step()
+
+        # 4. target networks
+        soft_update(self.critic_target, self.critic, cfg.tau)
+        soft_update(self.actor_target, self.actor, cfg.tau)
+        return {"vae_loss": loss_vae.detach(), "recon_loss": recon_loss.detach(), "kl": kl.detach(),
+                "critic_loss": critic_loss.detach(), "actor_loss": actor_loss.detach(),
+                "q_data": q[0].detach().mean(), "target": y.mean()}
+
+    @torch.no_grad()
+    def act(self, obs: np.ndarray, deterministic: bool = True) -> np.ndarray:
+        """The argmax of ``Q_theta1`` over ``n_action_samples`` perturbed VAE actions per state (the policy is the
+        same whether or not ``deterministic``: its randomness is the VAE's sampling)."""
+        o = torch.as_tensor(np.asarray(obs, dtype=np.float32), device=self.device)
+        single = o.dim() == 1
+        o = o.reshape(1, -1) if single else o
+        n = self.cfg.n_action_samples
+        obs_rep, actions = self.candidates(o, n)
+        q1 = self.critic(obs_rep, actions)[0].view(-1, n)
+        best = actions.view(-1, n, self.act_dim)[torch.arange(o.shape[0], device=self.device), q1.argmax(dim=1)]
+        best = best.cpu().numpy()
+        return best[0] if single else best
+
+    def state_dict(self) -> dict:
+        return {"config": asdict(self.cfg),
+                **{k: getattr(self, k).state_dict() for k in self._parts}}
+
+    def load_state_dict(self, state: dict) -> None:
+        for k in self._parts:
+            getattr(self, k).load_state_dict(state[k])
+
+
+# ---- Discrete BCQ (Fujimoto et al. 2019, Atari benchmarking paper) ----
+#
+# Discrete BCQ (Fujimoto, Conti, Ghavamzadeh, Pineau 2019, "Benchmarking Batch Deep Reinforcement Learning
+# Algorithms", arXiv:1910.01708). With finitely many actions no generative model is needed: a behaviour-cloning
+# head G_omega(a|s) ~ pi_beta(a|s) (a softmax classifier trained on the data) says which actions the data supports,
+# and the Q-learning max runs only over those:
+#
+#     allowed(s) = { a : G_omega(a|s) / max_a' G_omega(a'|s) >= threshold }                   (threshold: tau)
+#     a'(s')     = argmax_{a in allowed(s')} Q_theta(s', a)                   (online network: double-DQN style)
+#     y          = r + gamma * (1 - d) * Q_theta'(s', a'(s'))                   (target network evaluates a')
+#     L(theta)   = Huber(Q_theta(s, a) - y)                                   (smooth L1, delta = 1)
+#     L(omega)   = -log G_omega(a|s) + 1e-2 * mean(logits(s)^2)              (NLL + the reference's logit penalty)
+#     pi(s)      = argmax_{a in allowed(s)} Q_theta(s, a)
+#
+# threshold = 0 allows every action (double DQN on the batch); threshold = 1 allows only argmax G (behaviour
+# cloning, greedy). Settings follow sfujim/BCQ discrete_BCQ (its "regular", non-Atari parameters): separate 256-256
+# Q and imitation networks (FC_Q), Adam 3e-4, gamma 0.99, threshold 0.3, Polyak tau 0.005 every step. Its Atari
+# setting copies the target every 8000 steps: target_tau=1.0, target_update_every=8000. One deliberate difference
+# from the reference: an action is allowed when the ratio is >= threshold (the reference uses >), so the behaviour
+# head's own argmax (ratio exactly 1) is always allowed and threshold = 1 is greedy behaviour cloning rather than an
+# empty set. d3rlpy's DiscreteBCQ computes the same mask in log space, as bcq_action_mask does.
+#
+# Actions are indices 0..n_actions-1, stored in an OfflineDataset as a float column of shape (N, 1) with
+# action_low = 0 and action_high = n_actions - 1 (minirl.discrete_data makes such datasets); act() returns int64
+# indices of shape (B,), which minirl.train.evaluate passes to a Gymnasium Discrete environment as they are.
+
+
+@dataclass
+class DiscreteBCQConfig:
+    n_actions: int | None = None   # |A|; None: action_high + 1 (actions are the indices 0 .. |A| - 1)
+    hidden: tuple = (256, 256)     # layers of the Q network and of the (separate) imitation network G_omega
+    lr: float = 3e-4               # Adam learning rate (both networks, one optimiser)
+    gamma: float = 0.99            # discount gamma
+    threshold: float = 0.3         # tau: a is allowed in s iff G(a|s) / max_a' G(a'|s) >= tau
+    logit_reg: float = 1e-2        # weight of the L2 penalty on the imitation logits
+    target_tau: float = 0.005      # target <- target_tau * Q + (1 - target_tau) * target ...
+    target_update_every: int = 1   # ... every this many updates (Atari reference: target_tau=1, every 8000)
+    normalize_states: bool = False  # the reference feeds raw states
+    reward_scale: str | None = None
+
+
+def bcq_action_mask(log_probs: torch.Tensor, threshold: float) -> torch.Tensor:
+    """Allowed actions: ``G(a|s) / max_a' G(a'|s) >= threshold`` from log-probabilities ``(..., |A|)``.
+
+    Computed in log space (``log G(a|s) - max log G >= log threshold``), so it is exact for tiny probabilities; for
+    plain probabilities pass ``probs.log()`` (a probability of 0 gives -inf and is masked for every threshold > 0).
+    The most likely action always passes (ratio 1), so every state keeps at least one action.
+    """
+    if not 0.0 <= threshold <= 1.0:
+        raise ValueError(f"threshold must be in [0, 1], got {threshold}")
+    if threshold == 0.0:
+        return torch.ones_like(log_probs, dtype=torch.bool)
+    log_ratio = log_probs - log_probs.max(dim=-1, keepdim=True).values
+    return log_ratio >= float(np.log(threshold))
+
+
+def masked_argmax(q: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """``argmax_a q[..., a]`` over the actions where ``mask`` is True (ties: the lowest index)."""
+    return q.masked_fill(~mask, float("-inf")).argmax(dim=-1)
+
+
+def discrete_bcq_target(rew: torch.Tensor, done: torch.Tensor, next_q: torch.Tensor, next_q_target: torch.Tensor,
+                        next_log_probs: torch.Tensor, gamma: float, threshold: float) -> torch.Tensor:
+    """``y = r + gamma (1 - d) Q'(s', a')`` with ``a' = argmax`` of the online ``Q(s', .)`` over the allowed actions.
+
+    ``next_q`` (online) and ``next_q_target`` are ``(B, |A|)``; ``next_log_probs`` is ``log G(.|s')``, ``(B, |A|)``.
+    """
+    a_next = masked_argmax(next_q, bcq_action_mask(next_log_probs, threshold))
+    return rew + gamma * (1.0 - done) * next_q_target.gather(-1, a_next.unsqueeze(-1)).squeeze(-1)
+
+
+def imitation_loss(logits: torch.Tensor, actions: torch.Tensor, logit_reg: float = 1e-2) -> torch.Tensor:
+    """``-E log G(a|s) + logit_reg * mean(logits^2)``: the behaviour head's NLL plus the reference's logit penalty.
+
+    ``logits`` is ``(B, |A|)``, ``actions`` int64 ``(B,)``.
+    """
+    return F.cross_entropy(logits, actions) + logit_reg * logits.pow(2).mean()
+
+
+class DiscreteBCQ:
+    """Discrete BCQ agent; ``update(batch)`` takes the usual dict with ``act`` of shape ``(B, 1)`` holding indices."""
+
+    def __init__(self, obs_dim: int, act_dim: int = 1, action_low=None, action_high=None,
+                 config: DiscreteBCQConfig | None = None, device: str = "cpu"):
+        self.cfg = cfg = config or DiscreteBCQConfig()
+        if act_dim != 1:
+            raise ValueError(f"act_dim must be 1 (one column holding the action index), got {act_dim}")
+        n = cfg.n_actions
+        if n is None:
+            if action_high is None:
+                raise ValueError("DiscreteBCQConfig.n_actions is None and action_high is None: give n_actions, or "
+                                 "a dataset with action_low = 0 and action_high = n_actions - 1")
+            n = int(round(float(np.asarray(action_high).reshape(-1)[0]))) + 1
+        if n < 2:
+            raise ValueError(f"n_actions must be >= 2, got {n}")
+        if not 0.0 <= cfg.threshold <= 1.0:
+            raise ValueError(f"DiscreteBCQConfig.threshold must be in [0, 1], got {cfg.threshold}")
+        if not 0.0 < cfg.target_tau <= 1.0 or cfg.target_update_every < 1:
+            raise ValueError(f"need 0 < target_tau <= 1 and target_update_every >= 1, got target_tau="
+                             f"{cfg.target_tau}, target_update_every={cfg.target_update_every}")
+        self.n_actions = n
+        self.device = torch.device(device)
+        self.q = mlp(obs_dim, n, cfg.hidden).to(self.device)            # Q_theta(s, .)
+        self.imitation = mlp(obs_dim, n, cfg.hidden).to(self.device)    # logits of G_omega(. | s)
+        self.q_target = copy.deepcopy(self.q).requires_grad_(False)      # Q_theta'
+        self.opt = torch.optim.Adam([*self.q.parameters(), *self.imitation.parameters()], lr=cfg.lr)
+        self.steps = 0
+
+    def update(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        obs, next_obs = batch["obs"], batch["next_obs"]
+        act = batch["act"]
+        if act.dim() != 2 or act.shape[1] != 1:
+            raise ValueError(f"batch['act'] must have shape (B, 1) holding action indices, got {tuple(act.shape)}")
+        a = act.squeeze(1).long()
+        with torch.no_grad():
+            target = discrete_bcq_target(batch["rew"], batch["done"], self.q(next_obs), self.q_target(next_obs),
+                                         F.log_softmax(self.imitation(next_obs), dim=-1), self.cfg.gamma,
+                                         self.cfg.threshold)
+        q = self.q(obs).gather(1, a.unsqueeze(1)).squeeze(1)
+        q_loss = F.smooth_l1_loss(q, target)
+        i_loss = imitation_loss(self.imitation(obs), a, self.cfg.logit_reg)
+        self.opt.zero_grad(set_to_none=True)
+        (q_loss + i_loss).backward()
+        self.opt.step()
+        self.steps += 1
+        if self.steps % self.cfg.target_update_every == 0:
+            soft_update(self.q_target, self.q, self.cfg.target_tau)
+        return {"q_loss": q_loss.detach(), "imitation_loss": i_loss.detach(), "q_mean": q.detach().mean()}
+
+    @torch.no_grad()
+    def allowed(self, obs: torch.Tensor) -> torch.Tensor:
+        """The mask of allowed actions in ``obs`` (a tensor ``(B, obs_dim)``), ``(B, |A|)`` bool."""
+        return bcq_action_mask(F.log_softmax(self.imitation(obs), dim=-1), self.cfg.threshold)
+
+    @torch.no_grad()
+    def act(self, obs: np.ndarray, deterministic: bool = True) -> np.ndarray:
+        """Action indices (int64, shape ``(B,)``; ``()`` for a single observation): the best allowed action."""
+        o = torch.as_tensor(np.asarray(obs, dtype=np.float32), device=self.device)
+        single = o.dim() == 1
+        o = o.unsqueeze(0) if single else o
+        a = masked_argmax(self.q(o), self.allowed(o)).cpu().numpy()
+        return a[0] if single else a
+
+    def state_dict(self) -> dict:
+        return {"config": asdict(self.cfg), "q": self.q.state_dict(), "imitation": self.imitation.state_dict(),
+                "q_target": self.q_target.state_dict(), "opt": self.opt.state_dict(), "steps": self.steps}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.q.load_state_dict(state["q"])
+        self.imitation.load_state_dict(state["imitation"])
+        self.q_target.load_state_dict(state["q_target"])
+        self.opt.load_state_dict(state["opt"])
+        self.steps = int(state["steps"])
