@@ -90,8 +90,8 @@ def _notebook_images(ipynb: Path) -> int:
 
 def check_site(html_dir: str | Path, source_dir: str | Path | None = None) -> list[str]:
     """All problems found in the built site ``html_dir``; ``source_dir`` (the repository) locates the notebooks."""
-    html_dir = Path(html_dir)
-    source_dir = Path(source_dir) if source_dir else None
+    html_dir = Path(html_dir).resolve()
+    source_dir = Path(source_dir).resolve() if source_dir else None
     problems: list[str] = []
     pages = {p: _parse(p) for p in sorted(html_dir.rglob("*.html")) if "_static" not in p.parts
              and "_sources" not in p.parts}

@@ -29,6 +29,10 @@ def _copy(site, tmp_path) -> Path:
 def test_built_book_has_no_problems(site):
     assert (site / "_static" / "mathjax" / "tex-mml-chtml.js").exists()
     assert check_site(site, REPO) == []
+    # as CI calls it: the command line, with a path relative to the working directory
+    cli = subprocess.run([sys.executable, str(REPO / "scripts" / "check_site.py"), site.name], cwd=site.parent,
+                         capture_output=True, text=True)
+    assert cli.returncode == 0 and "no problems found" in cli.stdout, cli.stdout[-2000:]
 
 
 def test_broken_mathjax_path_is_caught(site, tmp_path):
