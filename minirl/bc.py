@@ -61,9 +61,7 @@ class BC:
     @torch.no_grad()
     def act(self, obs: np.ndarray, deterministic: bool = True) -> np.ndarray:
         o = torch.as_tensor(np.asarray(obs, dtype=np.float32), device=self.device)
-        if self.cfg.actor == "deterministic":
-            return self.actor(o).cpu().numpy()
-        return self.actor.sample(o, deterministic)[0].cpu().numpy()
+        return self.actor(o, deterministic).cpu().numpy()  # both actor kinds take (obs, deterministic)
 
     def state_dict(self) -> dict:
         return {"config": asdict(self.cfg), "actor": self.actor.state_dict(), "opt": self.opt.state_dict()}

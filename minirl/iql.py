@@ -210,9 +210,7 @@ class IQL:
     @torch.no_grad()
     def act(self, obs: np.ndarray, deterministic: bool = True) -> np.ndarray:
         o = torch.as_tensor(np.asarray(obs, dtype=np.float32), device=self.device)
-        if self.cfg.actor == "deterministic":
-            return self.actor(o).cpu().numpy()
-        return self.actor.sample(o, deterministic)[0].cpu().numpy()
+        return self.actor(o, deterministic).cpu().numpy()  # both actor kinds take (obs, deterministic)
 
     def state_dict(self) -> dict:
         return {"config": asdict(self.cfg), "step": self.step,
