@@ -10,7 +10,8 @@ trained (:mod:`minirl.behavior`) and ships in ``minirl/assets/<task>/``. A datas
                     snapshot on the way, each contributing transitions in proportion to the training steps it acted;
 * ``medium-expert`` ``medium`` followed by ``expert`` (twice the transitions).
 
-Every dataset is a deterministic function of its name, its size and the committed snapshots. It is made on first
+Every dataset is a deterministic function of its name, its size and the committed snapshots on a given kind of CPU
+(across CPU types, floating-point differences in MuJoCo and torch make long rollouts drift apart). It is made on first
 use (with a progress bar) and cached as ``.npz`` under ``$MINIRL_DATA`` (default ``~/.cache/minirl``).
 ``normalized_score(task, returns)`` is D4RL's ``100 * (R - R_random) / (R_expert - R_random)`` with the reference
 returns recorded in each task's ``manifest.json``.
