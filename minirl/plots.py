@@ -1,4 +1,7 @@
-"""Results and figures the notebooks share: load a suite's runs, tabulate scores over seeds, plot learning curves.
+"""Results and figures the notebooks share: load a suite's runs, tabulate scores over seeds, plot learning curves,
+and the statistics of a comparison (percentile bootstrap confidence intervals, the interquartile mean, and a
+stratified bootstrap of the IQM across datasets, after Agarwal et al. 2021, "Deep RL at the Edge of the
+Statistical Precipice").
 
 The runs are the directories written by ``benchmarks/run_suite.py``:
 ``<root>/<label>/<dataset>/s<seed>/{result.json, eval.csv, config.json, log.jsonl}``.
@@ -97,3 +100,204 @@ def plot_curves(ax, runs: list[dict], label: str, dataset: str, key: str = "scor
     ax.set_ylabel("normalised score" if key == "score" else "return")
     ax.set_title(dataset)
     return line
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Statistics of a comparison: bootstrap confidence intervals, the interquartile mean, the stratified bootstrap.
+# ---------------------------------------------------------------------------------------------------------------
+
+def _as_values(values, name: str = "values") -> np.ndarray:
+    x = np.asarray(values, dtype=float)
+    if x.ndim != 1:
+        raise ValueError(f"{name} must be one-dimensional, got shape {x.shape}")
+    if x.size == 0:
+        raise ValueError(f"{name} is empty: at least one value is needed")
+    bad = ~np.isfinite(x)
+    if bad.any():
+        raise ValueError(f"{name} has {int(bad.sum())} non-finite values (first at index {int(np.argmax(bad))})")
+    return x
+
+
+def _check_confidence(confidence: float, n_boot: int) -> None:
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence must be strictly between 0 and 1 (e.g. 0.95), got {confidence!r}")
+    if int(n_boot) != n_boot or n_boot < 1:
+        raise ValueError(f"n_boot must be a positive integer, got {n_boot!r}")
+
+
+def iqm_weights(n: int) -> np.ndarray:
+    """The weights the interquartile mean gives to the ``n`` sorted values (they sum to 1).
+
+    Each sorted value holds probability ``1/n`` of the empirical distribution, the i-th (from 0) on
+    ``[i/n, (i+1)/n]``; its weight is the part of that interval inside ``[1/4, 3/4]``, divided by 1/2. So a value that
+    straddles a quartile counts in part. For ``n = 1..3`` no value is dropped entirely: ``n = 3`` gives
+    ``(1/6, 2/3, 1/6)``.
+    """
+    if n < 1:
+        raise ValueError(f"n must be at least 1, got {n}")
+    i = np.arange(n)
+    overlap = np.clip(np.minimum((i + 1) / n, 0.75) - np.maximum(i / n, 0.25), 0.0, None)
+    return overlap / 0.5
+
+
+def iqm(values, axis: int = -1) -> float | np.ndarray:
+    """Interquartile mean: the mean of the middle 50% of the values (Agarwal et al. 2021).
+
+    Defined exactly as the average of the empirical quantile function over ``[0.25, 0.75]``, so a value that straddles
+    a quartile is counted with a fractional weight (:func:`iqm_weights`). When the number of values is a multiple of 4
+    this is the mean of the middle half, and equals ``scipy.stats.trim_mean(values, 0.25)``, which rliable uses.
+    Otherwise they differ: ``trim_mean`` drops ``floor(n / 4)`` whole values at each end (for ``n = 5`` it keeps 3
+    values with equal weights; here the 2nd and 4th count 0.3 each and the 3rd 0.4). The fractional form changes
+    continuously as values move and counts every seed of a 3-seed cell. With one value the IQM is that value.
+
+    ``values`` may be 2-D (e.g. bootstrap resamples); the IQM is taken along ``axis``.
+    """
+    x = np.asarray(values, dtype=float)
+    if x.ndim == 0:
+        x = x[None]
+    if x.shape[axis] == 0:
+        raise ValueError("values is empty: the IQM needs at least one value")
+    w = iqm_weights(x.shape[axis])
+    out = np.tensordot(np.sort(x, axis=axis), w, axes=([axis], [0]))
+    return float(out) if np.ndim(out) == 0 else out
+
+
+def _statistic_rows(statistic, samples: np.ndarray) -> np.ndarray:
+    """``statistic`` of every row of a 2-D array (vectorised for ``np.mean``, ``np.median`` and :func:`iqm`)."""
+    if statistic in (np.mean, np.median, iqm):
+        return np.asarray(statistic(samples, axis=1), dtype=float)
+    return np.array([float(statistic(row)) for row in samples])
+
+
+def bootstrap_ci(values, confidence: float = 0.95, n_boot: int = 10_000, seed: int = 0,
+                 statistic=np.mean) -> tuple[float, float]:
+    """Percentile bootstrap confidence interval ``(lo, hi)`` of ``statistic(values)``.
+
+    Resamples the values with replacement ``n_boot`` times (a ``numpy`` generator seeded with ``seed``, so the same
+    call gives the same interval), computes the statistic of each resample, and returns its ``(1 - confidence) / 2``
+    and ``(1 + confidence) / 2`` quantiles.  With one value every resample is that value, so the interval is
+    ``(value, value)``: it says nothing about the spread over seeds, it only restates the one number.  With few
+    values (3 seeds) the interval is wide and itself uncertain: a resample can only contain the values seen, so the
+    interval never reaches beyond the smallest and largest of them, and it is narrower than the truth would be.
+
+    Raises ``ValueError`` for empty or non-finite values, a confidence outside ``(0, 1)`` or ``n_boot < 1``.
+    """
+    x = _as_values(values)
+    _check_confidence(confidence, n_boot)
+    if x.size == 1:
+        return float(x[0]), float(x[0])
+    rng = np.random.default_rng(seed)
+    stats = _statistic_rows(statistic, x[rng.integers(0, x.size, size=(int(n_boot), x.size))])
+    lo, hi = np.quantile(stats, [(1 - confidence) / 2, (1 + confidence) / 2])
+    return float(lo), float(hi)
+
+
+def stratified_bootstrap_ci(groups, confidence: float = 0.95, n_boot: int = 10_000, seed: int = 0,
+                            statistic=iqm) -> tuple[float, float]:
+    """Bootstrap interval of ``statistic`` over all the values of several groups, resampling *within* each group.
+
+    ``groups`` is a dict (or list) of 1-D arrays, one per dataset (stratum): each resample draws ``len(group)``
+    values with replacement from every group and pools them, so every resample keeps each dataset's number of runs
+    and never puts one dataset's score in another's place (Agarwal et al.'s stratified bootstrap: tasks are fixed,
+    seeds are the random part).  Deterministic for a ``seed``.
+    """
+    arrays = list(groups.values()) if isinstance(groups, dict) else list(groups)
+    if not arrays:
+        raise ValueError("groups is empty: at least one group of values is needed")
+    arrays = [_as_values(g, f"group {i}") for i, g in enumerate(arrays)]
+    _check_confidence(confidence, n_boot)
+    rng = np.random.default_rng(seed)
+    samples = np.concatenate([g[rng.integers(0, g.size, size=(int(n_boot), g.size))] for g in arrays], axis=1)
+    lo, hi = np.quantile(_statistic_rows(statistic, samples), [(1 - confidence) / 2, (1 + confidence) / 2])
+    return float(lo), float(hi)
+
+
+def _final_scores(runs: list[dict], label: str, dataset: str) -> np.ndarray:
+    return np.array([float(r["score"]) for r in select(runs, label, dataset) if r.get("score") is not None])
+
+
+def ci_summary(runs: list[dict], labels=None, datasets=None, confidence: float = 0.95, n_boot: int = 10_000,
+               seed: int = 0) -> dict[tuple[str, str], dict]:
+    """``{(label, dataset): {"mean", "lo", "hi", "n", "scores"}}``: final normalised scores over seeds with a
+    percentile bootstrap interval of their mean (see :func:`bootstrap_ci`).  Pairs without runs are left out."""
+    labels = list(labels) if labels else sorted({r["label"] for r in runs})
+    datasets = list(datasets) if datasets else sorted({r["dataset"] for r in runs})
+    out = {}
+    for lab in labels:
+        for d in datasets:
+            x = _final_scores(runs, lab, d)
+            if x.size:
+                lo, hi = bootstrap_ci(x, confidence, n_boot, seed)
+                out[(lab, d)] = {"mean": float(x.mean()), "lo": lo, "hi": hi, "n": int(x.size), "scores": x}
+    return out
+
+
+def aggregate_iqm(runs: list[dict], label: str, datasets, confidence: float = 0.95, n_boot: int = 10_000,
+                  seed: int = 0) -> dict:
+    """IQM of the final normalised scores of every (dataset, seed) run of ``label`` on ``datasets``, with a
+    stratified bootstrap interval (seeds resampled within each dataset, :func:`stratified_bootstrap_ci`).
+
+    Returns ``{"iqm", "lo", "hi", "n_runs", "datasets", "missing"}``: ``datasets`` are those with at least one run,
+    ``missing`` those asked for without any (the IQM then covers fewer tasks: compare algorithms on the same
+    datasets only).  With no run at all, ``iqm``, ``lo`` and ``hi`` are ``nan``.
+    """
+    groups = {d: _final_scores(runs, label, d) for d in datasets}
+    present = {d: g for d, g in groups.items() if g.size}
+    missing = [d for d in datasets if d not in present]
+    if not present:
+        return {"iqm": float("nan"), "lo": float("nan"), "hi": float("nan"), "n_runs": 0, "datasets": [],
+                "missing": missing}
+    lo, hi = stratified_bootstrap_ci(present, confidence, n_boot, seed, statistic=iqm)
+    return {"iqm": iqm(np.concatenate(list(present.values()))), "lo": lo, "hi": hi,
+            "n_runs": int(sum(g.size for g in present.values())), "datasets": list(present), "missing": missing}
+
+
+def common_datasets(runs: list[dict], labels, datasets) -> list[str]:
+    """The datasets (in the given order) on which every label has at least one finished run."""
+    return [d for d in datasets if all(_final_scores(runs, lab, d).size for lab in labels)]
+
+
+def ci_table(runs: list[dict], labels=None, datasets=None, confidence: float = 0.95, n_boot: int = 10_000,
+             seed: int = 0, aggregate: bool = True) -> str:
+    """A markdown table: one row per dataset, one column per label, cells ``mean [lo, hi] (n)`` (final normalised
+    score, mean over ``n`` seeds and its ``confidence`` percentile bootstrap interval), ``not run`` where a cell has
+    no run.  With ``aggregate``, a last row gives each label's IQM over all its (dataset, seed) runs on the datasets
+    that *every* label has run (named in the row), with a stratified bootstrap interval (:func:`aggregate_iqm`)."""
+    labels = list(labels) if labels else sorted({r["label"] for r in runs})
+    datasets = list(datasets) if datasets else sorted({r["dataset"] for r in runs})
+    summary = ci_summary(runs, labels, datasets, confidence, n_boot, seed)
+    pct = f"{100 * confidence:g}%"
+    lines = [f"| dataset (mean [{pct} CI] (seeds)) | " + " | ".join(labels) + " |",
+             "| --- |" + " ---: |" * len(labels)]
+    for d in datasets:
+        cells = []
+        for lab in labels:
+            s = summary.get((lab, d))
+            cells.append("not run" if s is None else f"{s['mean']:.1f} [{s['lo']:.1f}, {s['hi']:.1f}] ({s['n']})")
+        lines.append(f"| {d} | " + " | ".join(cells) + " |")
+    if aggregate:
+        common = common_datasets(runs, labels, datasets)
+        if common:
+            cells = []
+            for lab in labels:
+                a = aggregate_iqm(runs, lab, common, confidence, n_boot, seed)
+                cells.append(f"{a['iqm']:.1f} [{a['lo']:.1f}, {a['hi']:.1f}] ({a['n_runs']})")
+            name = f"IQM over {len(common)} common dataset{'s' if len(common) > 1 else ''} (runs)"
+            lines.append(f"| {name} | " + " | ".join(cells) + " |")
+        else:
+            lines.append(f"| IQM | " + " | ".join(["no dataset run by all"] * len(labels)) + " |")
+    return "\n".join(lines)
+
+
+def plot_aggregate(ax, aggregates: dict[str, dict], colors=None, confidence: float = 0.95):
+    """Horizontal intervals of :func:`aggregate_iqm` results, one row per label (labels without runs are skipped)."""
+    names = [lab for lab, a in aggregates.items() if a["n_runs"]]
+    for i, lab in enumerate(names):
+        a = aggregates[lab]
+        color = (colors or {}).get(lab, f"C{i}")
+        ax.plot([a["lo"], a["hi"]], [i, i], color=color, lw=6, alpha=0.5, solid_capstyle="butt")
+        ax.plot([a["iqm"]], [i], "|", color="k", ms=14, mew=2)
+    ax.set_yticks(range(len(names)), [f"{lab} ({aggregates[lab]['n_runs']} runs)" for lab in names])
+    ax.set_ylim(-0.6, len(names) - 0.4)
+    ax.set_xlabel(f"IQM of final normalised score (bar: {100 * confidence:g}% stratified bootstrap CI)")
+    return names

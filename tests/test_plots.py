@@ -1,0 +1,187 @@
+"""minirl.plots statistics: the interquartile mean, bootstrap confidence intervals, the stratified bootstrap over
+datasets and the table of a comparison.  Expected values are computed by hand in the comments."""
+import json
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+import numpy as np
+import pytest
+
+from minirl import plots
+
+
+# --- interquartile mean ------------------------------------------------------------------------------------------
+
+def test_iqm_of_1_to_8_is_the_mean_of_3_4_5_6():
+    assert plots.iqm(np.arange(1, 9)) == pytest.approx(4.5)        # (3 + 4 + 5 + 6) / 4
+    assert plots.iqm([8, 1, 7, 2, 6, 3, 5, 4]) == pytest.approx(4.5)  # order does not matter
+
+
+def test_iqm_of_four_values_is_the_mean_of_the_middle_two():
+    assert plots.iqm([1.0, 2.0, 3.0, 4.0]) == pytest.approx(2.5)
+    assert plots.iqm([-100.0, 2.0, 3.0, 1e6]) == pytest.approx(2.5)  # the extremes do not count
+
+
+def test_iqm_fractional_boundaries():
+    # n = 5: each value holds 1/5; [1/4, 3/4] covers 0.15 of the 2nd, 0.2 of the 3rd, 0.15 of the 4th value.
+    # sorted (0, 0, 1, 10, 100): (0.15 * 0 + 0.2 * 1 + 0.15 * 10) / 0.5 = 3.4
+    assert plots.iqm([100, 0, 10, 1, 0]) == pytest.approx(3.4)
+    # n = 3: weights (1/6, 2/3, 1/6): (0 + 2/3 * 3 + 30 / 6) = 7
+    assert plots.iqm([0.0, 3.0, 30.0]) == pytest.approx(7.0)
+    # n = 6: 2nd and 5th values weigh 1/6, 3rd and 4th 1/3; the outlier 100 (6th) has weight 0
+    assert plots.iqm([1, 2, 3, 4, 5, 100]) == pytest.approx(2 / 6 + 3 / 3 + 4 / 3 + 5 / 6)
+    np.testing.assert_allclose(plots.iqm_weights(3), [1 / 6, 2 / 3, 1 / 6])
+    for n in range(1, 30):
+        assert plots.iqm_weights(n).sum() == pytest.approx(1.0)
+
+
+def test_iqm_matches_scipy_trim_mean_when_n_is_a_multiple_of_4_and_not_otherwise():
+    stats = pytest.importorskip("scipy.stats")
+    rng = np.random.default_rng(0)
+    for n in (4, 8, 12, 20):
+        x = rng.normal(size=n) ** 3
+        assert plots.iqm(x) == pytest.approx(stats.trim_mean(x, 0.25))
+    x = np.array([0.0, 0.0, 1.0, 10.0, 100.0])
+    assert stats.trim_mean(x, 0.25) == pytest.approx(11 / 3)  # drops one whole value at each end
+    assert plots.iqm(x) != pytest.approx(stats.trim_mean(x, 0.25))
+
+
+def test_iqm_degenerate_and_rows():
+    assert plots.iqm([7.0]) == 7.0
+    assert plots.iqm([2.0, 4.0]) == pytest.approx(3.0)
+    rows = np.array([[1, 2, 3, 4], [10, 20, 30, 40.0]])
+    np.testing.assert_allclose(plots.iqm(rows, axis=1), [2.5, 25.0])
+    with pytest.raises(ValueError, match="empty"):
+        plots.iqm([])
+
+
+# --- bootstrap confidence intervals ------------------------------------------------------------------------------
+
+def test_bootstrap_ci_contains_the_mean_and_is_deterministic():
+    rng = np.random.default_rng(1)
+    for _ in range(20):
+        x = rng.normal(50, 10, size=rng.integers(2, 12))
+        lo, hi = plots.bootstrap_ci(x, seed=3)
+        assert lo <= x.mean() <= hi
+        assert (lo, hi) == plots.bootstrap_ci(x, seed=3)
+        assert x.min() - 1e-9 <= lo and hi <= x.max() + 1e-9  # a resample only holds values seen
+    x = rng.normal(size=10)
+    assert plots.bootstrap_ci(x, seed=0) != plots.bootstrap_ci(x, seed=1)
+
+
+def test_bootstrap_ci_shrinks_as_n_grows():
+    rng = np.random.default_rng(2)
+    widths = []
+    for n in (5, 50, 500):
+        lo, hi = plots.bootstrap_ci(rng.normal(size=n), n_boot=4000)
+        widths.append(hi - lo)
+    assert widths[0] > 2 * widths[1] > 4 * widths[2]
+    # and roughly as a normal interval: 2 * 1.96 / sqrt(500) = 0.175
+    assert widths[2] == pytest.approx(2 * 1.96 / np.sqrt(500), rel=0.2)
+
+
+def test_bootstrap_ci_confidence_and_statistic():
+    x = np.arange(20.0)
+    lo90, hi90 = plots.bootstrap_ci(x, confidence=0.9)
+    lo99, hi99 = plots.bootstrap_ci(x, confidence=0.99)
+    assert lo99 < lo90 < hi90 < hi99
+    # the median of a resample of (0, 0, 0, 1000) is 0 unless it holds at least two 1000s; the mean is 0 only for
+    # the resample of four 0s (probability (3/4)^4 = 0.32): above the 40% quantile the mean is 250 (one 1000)
+    assert plots.bootstrap_ci([0, 0, 0, 1000.0], statistic=np.median)[0] == 0.0
+    assert plots.bootstrap_ci([0, 0, 0, 1000.0], confidence=0.2)[0] == 250.0  # its 40% quantile
+    # any callable works (a non-vectorised one goes row by row)
+    assert plots.bootstrap_ci(x, n_boot=200, statistic=lambda v: float(np.max(v)))[1] == 19.0
+
+
+def test_bootstrap_ci_degenerate_cases():
+    assert plots.bootstrap_ci([42.0]) == (42.0, 42.0)
+    assert plots.bootstrap_ci([3.0, 3.0, 3.0]) == pytest.approx((3.0, 3.0))
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(values=[]), "values is empty"),
+    (dict(values=[1.0, float("nan")]), "1 non-finite values \\(first at index 1\\)"),
+    (dict(values=[[1.0, 2.0]]), "one-dimensional"),
+    (dict(values=[1.0, 2.0], confidence=95), "confidence must be strictly between 0 and 1"),
+    (dict(values=[1.0, 2.0], confidence=0.0), "confidence must be strictly between 0 and 1"),
+    (dict(values=[1.0, 2.0], n_boot=0), "n_boot must be a positive integer"),
+])
+def test_bootstrap_ci_errors(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        plots.bootstrap_ci(**kwargs)
+
+
+# --- the stratified bootstrap ------------------------------------------------------------------------------------
+
+def test_stratified_bootstrap_never_mixes_datasets():
+    # Dataset A: every seed scores 0; dataset B: every seed scores 100.  A resample within each dataset always holds
+    # three 0s and three 100s, so the mean is exactly 50 in every resample.  Pooling the six runs and resampling
+    # them together (the wrong, unstratified bootstrap) changes the share of each dataset and widens the interval.
+    groups = {"A": [0.0, 0.0, 0.0], "B": [100.0, 100.0, 100.0]}
+    assert plots.stratified_bootstrap_ci(groups, statistic=np.mean) == pytest.approx((50.0, 50.0))
+    lo, hi = plots.bootstrap_ci([0.0] * 3 + [100.0] * 3)
+    assert lo < 30 and hi > 70
+    # unequal sizes keep their proportions: 2 runs of A and 6 of B -> the mean is 75 in every resample
+    assert plots.stratified_bootstrap_ci([[0.0, 0.0], [100.0] * 6], statistic=np.mean) == pytest.approx((75, 75))
+
+
+def test_stratified_bootstrap_of_the_iqm():
+    groups = {"A": [10.0, 20.0, 30.0], "B": [40.0, 50.0, 60.0]}
+    lo, hi = plots.stratified_bootstrap_ci(groups, seed=5)
+    assert lo < plots.iqm([10, 20, 30, 40, 50, 60.0]) < hi
+    assert (lo, hi) == plots.stratified_bootstrap_ci(groups, seed=5)
+    with pytest.raises(ValueError, match="groups is empty"):
+        plots.stratified_bootstrap_ci({})
+    with pytest.raises(ValueError, match="group 1 is empty"):
+        plots.stratified_bootstrap_ci([[1.0], []])
+
+
+# --- from runs to the table --------------------------------------------------------------------------------------
+
+def _runs(cells: dict) -> list[dict]:
+    return [{"label": lab, "dataset": d, "seed": i, "score": s}
+            for (lab, d), scores in cells.items() for i, s in enumerate(scores)]
+
+
+def test_aggregate_iqm_and_ci_table():
+    runs = _runs({("bc", "a"): [10.0, 20.0, 30.0], ("bc", "b"): [40.0, 50.0, 60.0],
+                  ("iql", "a"): [70.0, 80.0, 90.0]})
+    runs.append({"label": "iql", "dataset": "b", "seed": 0, "score": None})  # an unfinished evaluation is skipped
+    agg = plots.aggregate_iqm(runs, "bc", ["a", "b"])
+    assert agg["iqm"] == pytest.approx(plots.iqm([10, 20, 30, 40, 50, 60.0]))  # = 35
+    assert agg["n_runs"] == 6 and agg["datasets"] == ["a", "b"] and agg["missing"] == []
+    assert agg["lo"] < 35 < agg["hi"]
+    agg = plots.aggregate_iqm(runs, "iql", ["a", "b"])
+    assert agg["datasets"] == ["a"] and agg["missing"] == ["b"] and agg["n_runs"] == 3
+    assert np.isnan(plots.aggregate_iqm(runs, "cql", ["a"])["iqm"])
+    assert plots.common_datasets(runs, ["bc", "iql"], ["a", "b"]) == ["a"]
+
+    table = plots.ci_table(runs, ["bc", "iql"], ["a", "b"]).splitlines()
+    lo, hi = plots.bootstrap_ci([10.0, 20.0, 30.0])
+    lo2, hi2 = plots.bootstrap_ci([70.0, 80.0, 90.0])
+    assert table[2] == f"| a | 20.0 [{lo:.1f}, {hi:.1f}] (3) | 80.0 [{lo2:.1f}, {hi2:.1f}] (3) |"
+    assert table[3].endswith("| not run |")
+    # the IQM row uses only the dataset both labels ran ("a"): IQM of (10, 20, 30) = 20
+    assert table[4].startswith("| IQM over 1 common dataset (runs) | 20.0 [")
+    assert len(plots.ci_table(runs, ["bc"], ["a", "b"], aggregate=False).splitlines()) == 4
+    assert "no dataset run by all" in plots.ci_table(_runs({("bc", "a"): [1.0], ("iql", "b"): [2.0]}),
+                                                     ["bc", "iql"], ["a", "b"])
+
+
+def test_ci_summary_matches_bootstrap_ci():
+    runs = _runs({("bc", "a"): [1.0, 5.0, 9.0]})
+    s = plots.ci_summary(runs)[("bc", "a")]
+    assert s["mean"] == pytest.approx(5.0) and s["n"] == 3
+    assert (s["lo"], s["hi"]) == plots.bootstrap_ci([1.0, 5.0, 9.0])
+
+
+def test_plot_aggregate_labels_axes():
+    runs = _runs({("bc", "a"): [10.0, 20.0, 30.0], ("iql", "a"): [70.0, 80.0, 90.0]})
+    aggs = {lab: plots.aggregate_iqm(runs, lab, ["a"]) for lab in ("bc", "iql", "cql")}
+    fig, ax = plt.subplots()
+    assert plots.plot_aggregate(ax, aggs) == ["bc", "iql"]  # cql has no run: not drawn
+    assert "IQM" in ax.get_xlabel()
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["bc (3 runs)", "iql (3 runs)"]
+    plt.close(fig)
