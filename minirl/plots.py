@@ -262,7 +262,8 @@ def ci_table(runs: list[dict], labels=None, datasets=None, confidence: float = 0
     """A markdown table: one row per dataset, one column per label, cells ``mean [lo, hi] (n)`` (final normalised
     score, mean over ``n`` seeds and its ``confidence`` percentile bootstrap interval), ``not run`` where a cell has
     no run.  With ``aggregate``, a last row gives each label's IQM over all its (dataset, seed) runs on the datasets
-    that *every* label has run (named in the row), with a stratified bootstrap interval (:func:`aggregate_iqm`)."""
+    that every label *with runs* has run (their number is in the row; labels without any run show ``not run``), with a
+    stratified bootstrap interval (:func:`aggregate_iqm`)."""
     labels = list(labels) if labels else sorted({r["label"] for r in runs})
     datasets = list(datasets) if datasets else sorted({r["dataset"] for r in runs})
     summary = ci_summary(runs, labels, datasets, confidence, n_boot, seed)
@@ -276,16 +277,18 @@ def ci_table(runs: list[dict], labels=None, datasets=None, confidence: float = 0
             cells.append("not run" if s is None else f"{s['mean']:.1f} [{s['lo']:.1f}, {s['hi']:.1f}] ({s['n']})")
         lines.append(f"| {d} | " + " | ".join(cells) + " |")
     if aggregate:
-        common = common_datasets(runs, labels, datasets)
+        ran = [lab for lab in labels if any(summary.get((lab, d)) for d in datasets)]
+        common = common_datasets(runs, ran, datasets) if ran else []
         if common:
             cells = []
             for lab in labels:
                 a = aggregate_iqm(runs, lab, common, confidence, n_boot, seed)
-                cells.append(f"{a['iqm']:.1f} [{a['lo']:.1f}, {a['hi']:.1f}] ({a['n_runs']})")
+                cells.append(f"{a['iqm']:.1f} [{a['lo']:.1f}, {a['hi']:.1f}] ({a['n_runs']})" if a["n_runs"]
+                             else "not run")
             name = f"IQM over {len(common)} common dataset{'s' if len(common) > 1 else ''} (runs)"
             lines.append(f"| {name} | " + " | ".join(cells) + " |")
         else:
-            lines.append(f"| IQM | " + " | ".join(["no dataset run by all"] * len(labels)) + " |")
+            lines.append("| IQM: no dataset run by every label with runs | " + " |" * len(labels))
     return "\n".join(lines)
 
 

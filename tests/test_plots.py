@@ -166,8 +166,11 @@ def test_aggregate_iqm_and_ci_table():
     # the IQM row uses only the dataset both labels ran ("a"): IQM of (10, 20, 30) = 20
     assert table[4].startswith("| IQM over 1 common dataset (runs) | 20.0 [")
     assert len(plots.ci_table(runs, ["bc"], ["a", "b"], aggregate=False).splitlines()) == 4
-    assert "no dataset run by all" in plots.ci_table(_runs({("bc", "a"): [1.0], ("iql", "b"): [2.0]}),
-                                                     ["bc", "iql"], ["a", "b"])
+    assert "no dataset run by every label" in plots.ci_table(_runs({("bc", "a"): [1.0], ("iql", "b"): [2.0]}),
+                                                             ["bc", "iql"], ["a", "b"])
+    # a label without any run does not empty the IQM row of the others
+    last = plots.ci_table(runs, ["bc", "iql", "cql"], ["a", "b"]).splitlines()[-1]
+    assert last.startswith("| IQM over 1 common dataset (runs) | 20.0 [") and last.endswith("| not run |")
 
 
 def test_ci_summary_matches_bootstrap_ci():
