@@ -38,7 +38,8 @@ if importlib.util.find_spec("minirl") is None:
     importlib.invalidate_caches()
 import torch
 
-os.environ.setdefault("MINIRL_SCALE", "full" if torch.cuda.is_available() else "cpu")'''
+if "MINIRL_SCALE" not in os.environ:
+    os.environ["MINIRL_SCALE"] = "full" if torch.cuda.is_available() else "cpu"'''
 
 
 def configured_repository(config: Path = REPO / "_config.yml") -> str:
