@@ -1,19 +1,27 @@
 """Check a built book the way a reader meets it, offline.
 
     python scripts/check_site.py _build/html
+    python scripts/check_site.py _build/html --repository OWNER/NAME [--branch main]   # the published build
 
 Reports, one line per problem (exit status 1 if any):
 - a page that loads a script, stylesheet, font or image from outside the site (math and layout must work offline),
-  or a local one that does not exist in the build (e.g. a broken MathJax path);
+  or a local one that does not exist in the build (e.g. a broken MathJax path); the same for the fonts and
+  ``@import``s of the site's stylesheets, and for the web fonts that MathJax loads next to its script;
 - a page with math but no MathJax script;
 - raw TeX delimiters left in the text of a page (``$$``, ``\\[``, ``\\(``, a ``$...$`` pair), i.e. math that was not
   turned into a math element;
 - a notebook page that shows fewer figures than its notebook has image outputs;
-- an internal link whose target page or anchor does not exist (citations, cross-references, the chapter map).
+- an internal link whose target page or anchor does not exist (citations, cross-references, the chapter map);
+- a citation that does not resolve: sphinxcontrib-bibtex renders an unknown key as an empty ``[]`` with no link,
+  and a citation must link to an entry of a bibliography; a MyST role left as text (``{cite}`key```);
+- a page without a link to download its source (``.ipynb`` for a notebook page) from the build;
+- with ``--repository OWNER/NAME``: a notebook page without its Colab and Binder launch links, or a page without
+  its "show source" link on GitHub (sphinx-book-theme shows them only when ``repository.url`` is set).
 tests/test_site.py runs it on a fresh build and on builds broken on purpose.
 """
 from __future__ import annotations
 
+import argparse
 import json
 import re
 import sys
@@ -23,6 +31,14 @@ from urllib.parse import unquote, urlsplit
 
 SKIP_TEXT_TAGS = {"script", "style", "pre", "code", "kbd", "samp", "textarea"}
 RAW_TEX = re.compile(r"\$\$|\\\[|\\\]|\\\(|\\\)|(?<![\w$])\$[^$\s][^$]*\$(?![\w$])")
+RAW_ROLE = re.compile(r"\{[a-z]+(?::[a-z]+)*\}`")   # {cite}`key`, {doc}`page`, {cite:t}`key` left as text
+CSS_URL = re.compile(r"""url\(\s*['"]?([^'")]+)['"]?\s*\)""")
+CSS_IMPORT = re.compile(r"""@import\s+(?:url\(\s*)?['"]?([^'")\s;]+)""")
+FONT_FACE = re.compile(r"@font-face\s*\{[^}]*\}", re.S)
+# MathJax 3's combined component loads its CHTML web fonts from this folder next to the script, at run time
+MATHJAX_FONT = "output/chtml/fonts/woff-v2/MathJax_Main-Regular.woff"
+COLAB_URL = "https://colab.research.google.com"
+BINDER_URL = "https://mybinder.org"
 
 
 class _Page(HTMLParser):
@@ -34,9 +50,12 @@ class _Page(HTMLParser):
         self.text: list[str] = []
         self.images = 0
         self.has_math = False
+        self.citations: list[dict] = []              # <span class="bibtex-citation">: its id, links, preceding text
+        self.citation_ids: set[str] = set()          # ids of bibliography entries on this page
         self._skip = 0           # depth inside tags whose text is not prose
         self._math = 0           # depth inside math elements (rendered by MathJax from their text)
-        self._stack: list[tuple[str, bool, bool]] = []
+        self._cite = 0           # depth inside a citation
+        self._stack: list[tuple[str, bool, bool, bool]] = []
 
     def handle_starttag(self, tag, attrs):
         a = dict(attrs)
@@ -54,24 +73,37 @@ class _Page(HTMLParser):
             self.resources.append((tag, a["src"]))
         if tag == "a" and a.get("href"):
             self.links.append(a["href"])
+        if tag == "a" and a.get("href") and self._cite:
+            self.citations[-1]["links"].append(a["href"])
+        if "citation" in classes or a.get("role") == "doc-biblioentry":
+            if "id" in a:
+                self.citation_ids.add(a["id"])
         is_math = "math" in classes or tag == "math"
         self.has_math |= is_math
         if tag in ("br", "img", "link", "meta", "input", "hr"):
             return
+        is_cite = tag == "span" and "bibtex-citation" in classes
+        if is_cite:
+            self.citations.append({"id": a.get("id", "?"), "links": [], "text": "",
+                                   "before": " ".join("".join(self.text[-8:]).split())[-60:]})
         skip = tag in SKIP_TEXT_TAGS
         self._skip += skip
         self._math += is_math
-        self._stack.append((tag, skip, is_math))
+        self._cite += is_cite
+        self._stack.append((tag, skip, is_math, is_cite))
 
     def handle_endtag(self, tag):
         while self._stack:
-            t, skip, is_math = self._stack.pop()
+            t, skip, is_math, is_cite = self._stack.pop()
             self._skip -= skip
             self._math -= is_math
+            self._cite -= is_cite
             if t == tag:
                 break
 
     def handle_data(self, data):
+        if self._cite:
+            self.citations[-1]["text"] += data
         if not self._skip and not self._math:
             self.text.append(data)
 
@@ -88,8 +120,43 @@ def _notebook_images(ipynb: Path) -> int:
                if any(k.startswith("image/") for k in o.get("data", {})))
 
 
-def check_site(html_dir: str | Path, source_dir: str | Path | None = None) -> list[str]:
-    """All problems found in the built site ``html_dir``; ``source_dir`` (the repository) locates the notebooks."""
+def _stylesheet_problems(css: Path, html_dir: Path, seen: set[Path]) -> list[str]:
+    """Fonts and ``@import``s of a local stylesheet (and of what it imports) that come from outside or are missing."""
+    if css in seen or not css.is_file():
+        return []
+    seen.add(css)
+    text = css.read_text(encoding="utf-8", errors="replace")
+    rel = css.relative_to(html_dir) if css.is_relative_to(html_dir) else css
+    problems = []
+    local = [m.group(1) for m in CSS_IMPORT.finditer(text)]
+    local += [m.group(1) for face in FONT_FACE.findall(text) for m in CSS_URL.finditer(face)]
+    for url in [m.group(1) for m in CSS_URL.finditer(text)] + local:
+        if url.startswith(("http:", "https:", "//")):
+            problems.append(f"{rel}: stylesheet loads {url} from outside the site")
+    for url in local:
+        parts = urlsplit(url)
+        if parts.scheme or url.startswith("//") or not parts.path:
+            continue
+        target = (css.parent / unquote(parts.path)).resolve()
+        if not target.exists():
+            problems.append(f"{rel}: stylesheet loads {parts.path}, which is not in the build")
+        elif target.suffix == ".css":
+            problems += _stylesheet_problems(target, html_dir, seen)
+    return problems
+
+
+def _source(source_dir: Path, rel: Path) -> Path | None:
+    """The source file (relative to the repository) that the page ``rel`` was built from, if any."""
+    for suffix in (".ipynb", ".md"):
+        if (source_dir / rel.with_suffix(suffix)).is_file():
+            return rel.with_suffix(suffix)
+    return None
+
+
+def check_site(html_dir: str | Path, source_dir: str | Path | None = None, repository: str | None = None,
+               branch: str = "main") -> list[str]:
+    """All problems found in the built site ``html_dir``; ``source_dir`` (the repository) locates the pages' sources
+    and notebooks; ``repository`` (OWNER/NAME) asks for the launch and source links of a build that names it."""
     html_dir = Path(html_dir).resolve()
     source_dir = Path(source_dir).resolve() if source_dir else None
     problems: list[str] = []
@@ -98,6 +165,8 @@ def check_site(html_dir: str | Path, source_dir: str | Path | None = None) -> li
     if not pages:
         return [f"{html_dir}: no HTML pages (was the book built?)"]
     content_pages = {p: pg for p, pg in pages.items() if p.name not in ("genindex.html", "search.html")}
+    stylesheets: set[Path] = set()
+    mathjax_dirs: dict[Path, Path] = {}   # folder of a MathJax script -> a page that loads it
     for path, page in pages.items():
         rel = path.relative_to(html_dir)
         for tag, url in page.resources:
@@ -108,6 +177,10 @@ def check_site(html_dir: str | Path, source_dir: str | Path | None = None) -> li
                 target = (path.parent / unquote(parts.path)).resolve()
                 if not target.exists():
                     problems.append(f"{rel}: <{tag}> loads {parts.path}, which is not in the build")
+                elif tag == "link" and target.suffix == ".css":
+                    stylesheets.add(target)
+                elif tag == "script" and target.name.startswith("tex-") and "mathjax" in parts.path.lower():
+                    mathjax_dirs.setdefault(target.parent, rel)
         if page.has_math and not any("mathjax" in url.lower() for _, url in page.resources):
             problems.append(f"{rel}: has math but loads no MathJax script")
         if path in content_pages:
@@ -116,6 +189,20 @@ def check_site(html_dir: str | Path, source_dir: str | Path | None = None) -> li
                 context = text[max(0, m.start() - 40): m.end() + 40].replace("\n", " ")
                 problems.append(f"{rel}: raw TeX {m.group()!r} in the text: ...{context}...")
                 break
+            for m in RAW_ROLE.finditer(text):
+                context = text[max(0, m.start() - 40): m.end() + 40].replace("\n", " ")
+                problems.append(f"{rel}: MyST role {m.group()!r} left as text (not rendered): ...{context}...")
+                break
+        for cite in page.citations:
+            where = f"{rel}: citation (id {cite['id']}) after \"...{cite['before']}\""
+            if not cite["links"]:
+                problems.append(f"{where} does not resolve: it shows {cite['text'].strip()!r} and links to no "
+                                f"bibliography entry (an unknown bibtex key, or no {{bibliography}} on the page)")
+            for href in cite["links"]:
+                parts = urlsplit(href)
+                target = (path.parent / unquote(parts.path)).resolve() if parts.path else path
+                if target in pages and unquote(parts.fragment) not in pages[target].citation_ids:
+                    problems.append(f"{where} links to {href}, which is not an entry of a bibliography")
         for href in page.links:
             parts = urlsplit(href)
             if parts.scheme or href.startswith(("mailto:", "//")):
@@ -129,22 +216,47 @@ def check_site(html_dir: str | Path, source_dir: str | Path | None = None) -> li
                 problems.append(f"{rel}: link to {href}, a page that is not in the build")
             elif parts.fragment and unquote(parts.fragment) not in pages[target].ids:
                 problems.append(f"{rel}: link to {href}, an anchor that is not on that page")
+    seen: set[Path] = set()
+    for css in sorted(stylesheets):
+        problems += _stylesheet_problems(css, html_dir, seen)
+    for folder, rel in mathjax_dirs.items():
+        if not (folder / MATHJAX_FONT).is_file():
+            problems.append(f"{rel}: MathJax at {folder.relative_to(html_dir)} has no web fonts beside it "
+                            f"({MATHJAX_FONT} is not in the build): math would not render offline")
     if source_dir is not None:
         for path, page in pages.items():
             rel = path.relative_to(html_dir)
-            ipynb = source_dir / rel.with_suffix(".ipynb")
-            if ipynb.exists():
-                want = _notebook_images(ipynb)
+            src = _source(source_dir, rel)
+            if src is None:
+                continue
+            if src.suffix == ".ipynb":
+                want = _notebook_images(source_dir / src)
                 if page.images < want:
                     problems.append(f"{rel}: shows {page.images} images, its notebook has {want} image outputs")
+            links = {(path.parent / unquote(urlsplit(h).path)).resolve() for h in page.links
+                     if not urlsplit(h).scheme and urlsplit(h).path}
+            if (html_dir / "_sources" / src).resolve() not in links:
+                problems.append(f"{rel}: no link to download its source {src.suffix} (expected _sources/{src})")
+            if repository:
+                want_links = {"show source": f"https://github.com/{repository}/blob/{branch}/{src.as_posix()}?plain=1"}
+                if src.suffix == ".ipynb":
+                    want_links["Colab"] = f"{COLAB_URL}/github/{repository}/blob/{branch}/{src.as_posix()}"
+                    want_links["Binder"] = (f"{BINDER_URL}/v2/gh/{repository}/{branch}?urlpath=lab/tree/"
+                                            f"{src.as_posix()}")
+                for what, url in want_links.items():
+                    if url not in page.links:
+                        problems.append(f"{rel}: no {what} link (expected {url})")
     return problems
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    html_dir = Path(argv[0] if argv else "_build/html")
-    problems = check_site(html_dir, Path(__file__).resolve().parent.parent)
-    print("\n".join(problems) or f"{html_dir}: no problems found")
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("html_dir", nargs="?", type=Path, default=Path("_build/html"), help="the built site (_build/html)")
+    p.add_argument("--repository", help="OWNER/NAME the build names (set_repository.py): check launch/source links")
+    p.add_argument("--branch", default="main", help="the branch those links open (main)")
+    a = p.parse_args(argv)
+    problems = check_site(a.html_dir, Path(__file__).resolve().parent.parent, a.repository, a.branch)
+    print("\n".join(problems) or f"{a.html_dir}: no problems found")
     return 1 if problems else 0
 
 

@@ -1,4 +1,10 @@
-"""The built book, checked as a reader meets it (scripts/check_site.py), and the checker caught breaking it."""
+"""The built book, checked as a reader meets it (scripts/check_site.py), and the checker caught breaking it.
+
+Three builds, each made once per module: the book as committed (with -W -n: zero warnings), the book with a
+repository named by scripts/set_repository.py (launch, download and source buttons), and a copy of the sources with
+an unknown citation key.
+"""
+import re
 import shutil
 import subprocess
 import sys
@@ -9,14 +15,49 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "scripts"))
 from check_site import check_site  # noqa: E402
+import set_repository  # noqa: E402
+import setup_cell  # noqa: E402
+
+TEST_REPOSITORY = "test-owner/minirl-test"   # a name for the test build only: no real repository is implied
+STRICT = ["-W", "-n", "--keep-going"]        # as .ci/run and the deploy workflow build
+
+
+def _build(source: Path, out: Path, *options: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["jupyter-book", "build", *options, "--path-output", str(out), str(source)],
+                          capture_output=True, text=True)
+
+
+def _warnings(result: subprocess.CompletedProcess) -> list[str]:
+    return [line for line in (result.stdout + result.stderr).splitlines() if "WARNING" in line]
 
 
 @pytest.fixture(scope="module")
 def site(tmp_path_factory):
     out = tmp_path_factory.mktemp("book")
-    result = subprocess.run(["jupyter-book", "build", "--path-output", str(out), str(REPO)],
-                            capture_output=True, text=True)
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    result = _build(REPO, out, *STRICT)
+    assert result.returncode == 0 and not _warnings(result), \
+        "\n".join(_warnings(result)) or result.stdout[-3000:] + result.stderr[-3000:]
+    return out / "_build" / "html"
+
+
+@pytest.fixture(scope="module")
+def repo_root(tmp_path_factory):
+    """A copy of _config.yml and the chapter notebooks, with TEST_REPOSITORY named by set_repository.py."""
+    root = tmp_path_factory.mktemp("repo")
+    shutil.copy(REPO / "_config.yml", root / "_config.yml")
+    (root / "notebooks").mkdir()
+    for nb in (REPO / "notebooks").glob("*.ipynb"):
+        shutil.copy(nb, root / "notebooks" / nb.name)
+    assert set_repository.main([TEST_REPOSITORY, "--root", str(root)]) == 0
+    return root
+
+
+@pytest.fixture(scope="module")
+def repo_site(tmp_path_factory, repo_root):
+    out = tmp_path_factory.mktemp("book-repo")
+    result = _build(REPO, out, *STRICT, "--config", str(repo_root / "_config.yml"))
+    assert result.returncode == 0 and not _warnings(result), \
+        "\n".join(_warnings(result)) or result.stdout[-3000:] + result.stderr[-3000:]
     return out / "_build" / "html"
 
 
@@ -41,6 +82,16 @@ def test_broken_mathjax_path_is_caught(site, tmp_path):
     problems = check_site(html, REPO)
     assert any("book/offline_rl.html" in p and "mathjax/tex-mml-chtml.js" in p and "not in the build" in p
                for p in problems), problems
+    cli = subprocess.run([sys.executable, str(REPO / "scripts" / "check_site.py"), str(html)],
+                         capture_output=True, text=True)
+    assert cli.returncode == 1 and "mathjax/tex-mml-chtml.js, which is not in the build" in cli.stdout
+
+
+def test_missing_mathjax_fonts_are_caught(site, tmp_path):
+    html = _copy(site, tmp_path)
+    shutil.rmtree(html / "_static" / "mathjax" / "output" / "chtml" / "fonts")
+    problems = "\n".join(check_site(html, REPO))
+    assert "has no web fonts beside it" in problems and "MathJax_Main-Regular.woff" in problems, problems
 
 
 def test_cdn_script_and_raw_tex_and_missing_figure_and_dead_anchor_are_caught(site, tmp_path):
@@ -48,7 +99,7 @@ def test_cdn_script_and_raw_tex_and_missing_figure_and_dead_anchor_are_caught(si
     page = html / "book" / "offline_rl.html"
     text = page.read_text()
     text = text.replace("../_static/mathjax/tex-mml-chtml.js", "https://cdn.jsdelivr.net/npm/mathjax@3/es5/tex-mml-chtml.js", 1)
-    text = text.replace("</h1>", "</h1><p>an unrendered $$x^2$$ formula</p>", 1)
+    text = text.replace("</h1>", "</h1><p>an unrendered $$x^2$$ formula and a {cite}`kumar2020cql` role</p>", 1)
     text = text.replace('href="#', 'href="#no-such-anchor-', 1)
     page.write_text(text)
     nb_page = html / "notebooks" / "01_offline_rl.html"
@@ -56,5 +107,97 @@ def test_cdn_script_and_raw_tex_and_missing_figure_and_dead_anchor_are_caught(si
     problems = "\n".join(check_site(html, REPO))
     assert "loads https://cdn.jsdelivr.net" in problems and "from outside the site" in problems
     assert "raw TeX '$$'" in problems
+    assert "MyST role '{cite}`' left as text" in problems
     assert "an anchor that is not on that page" in problems
     assert "notebooks/01_offline_rl.html: shows" in problems
+
+
+def test_outside_and_missing_fonts_in_stylesheets_are_caught(site, tmp_path):
+    html = _copy(site, tmp_path)
+    css = html / "_static" / "styles" / "sphinx-book-theme.css"
+    assert css.exists(), "the theme's stylesheet moved: update this test"
+    css.write_text('@import url("missing-fonts.css");\n'
+                   '@font-face{font-family:X;src:url(https://fonts.gstatic.com/s/x.woff2) format("woff2")}\n'
+                   + css.read_text())
+    problems = "\n".join(check_site(html, REPO))
+    assert "sphinx-book-theme.css: stylesheet loads https://fonts.gstatic.com/s/x.woff2 from outside" in problems
+    assert "stylesheet loads missing-fonts.css, which is not in the build" in problems
+
+
+def test_citation_to_something_else_than_a_bibliography_entry_is_caught(site, tmp_path):
+    html = _copy(site, tmp_path)
+    page = html / "book" / "cql.html"
+    text = page.read_text()
+    heading_id = re.search(r'<section id="([^"]+)"', text).group(1)
+    cite = re.search(r'(<span class="bibtex-citation"[^>]*>[^<]*<a class="reference internal" href=")#([^"]+)"', text)
+    assert cite, "no citation in book/cql.html: update this test"
+    page.write_text(text.replace(cite.group(0), f'{cite.group(1)}#{heading_id}"', 1))
+    problems = "\n".join(check_site(html, REPO))
+    assert f"links to #{heading_id}, which is not an entry of a bibliography" in problems, problems
+
+
+def test_unknown_citation_key_is_caught_by_the_build_and_the_check(tmp_path):
+    src = tmp_path / "src"
+    (src / "notebooks").mkdir(parents=True)
+    for name in ("_config.yml", "_toc.yml"):
+        shutil.copy(REPO / name, src / name)
+    shutil.copytree(REPO / "book", src / "book")
+    for nb in (REPO / "notebooks").glob("*.ipynb"):
+        shutil.copy(nb, src / "notebooks" / nb.name)
+    cql = src / "book" / "cql.md"
+    text = cql.read_text()
+    assert "{cite}`fujimoto2019bcq`" in text, "book/cql.md changed: update this test"
+    cql.write_text(text.replace("{cite}`fujimoto2019bcq`", "{cite}`nosuchkey2099`", 1))
+    result = _build(src, tmp_path / "out", "--keep-going")   # no -W, so the HTML is written despite the warning
+    assert any('could not find bibtex key "nosuchkey2099"' in w for w in _warnings(result)), result.stdout[-2000:]
+    problems = check_site(tmp_path / "out" / "_build" / "html", src)
+    assert any(p.startswith("book/cql.html: citation") and "does not resolve" in p for p in problems), problems
+
+
+def test_missing_download_link_is_caught(site, tmp_path):
+    html = _copy(site, tmp_path)
+    page = html / "notebooks" / "03_cql.html"
+    text = page.read_text()
+    assert 'href="../_sources/notebooks/03_cql.ipynb"' in text   # the .ipynb download button
+    page.write_text(text.replace('href="../_sources/notebooks/03_cql.ipynb"', 'href="#"'))
+    problems = check_site(html, REPO)
+    assert "notebooks/03_cql.html: no link to download its source .ipynb (expected _sources/notebooks/03_cql.ipynb)" \
+        in problems, problems
+
+
+def test_default_book_has_no_repository_buttons(site):
+    """No repository is named in the committed _config.yml: no button may point at a guessed one."""
+    page = (site / "notebooks" / "03_cql.html").read_text()
+    if setup_cell.configured_repository() == "":
+        assert "colab.research.google.com" not in page and "mybinder.org" not in page
+        assert not re.search(r'href="https://github\.com/', page)
+        problems = "\n".join(check_site(site, REPO, repository=TEST_REPOSITORY))
+        assert "notebooks/03_cql.html: no Colab link" in problems and "no Binder link" in problems
+    else:
+        assert check_site(site, REPO, repository=setup_cell.configured_repository()) == []
+
+
+def test_book_with_a_repository_has_launch_download_and_source_buttons(repo_root, repo_site, tmp_path):
+    owner, name = TEST_REPOSITORY.split("/")
+    page = (repo_site / "notebooks" / "03_cql.html").read_text()
+    links = re.findall(r'href="([^"]+)"', page)
+    assert (f"https://colab.research.google.com/github/{owner}/{name}/blob/main/notebooks/03_cql.ipynb"
+            in links), [u for u in links if "colab" in u]
+    assert (f"https://mybinder.org/v2/gh/{owner}/{name}/main?urlpath=lab/tree/notebooks/03_cql.ipynb"
+            in links), [u for u in links if "binder" in u]
+    assert "../_sources/notebooks/03_cql.ipynb" in links and (repo_site / "_sources/notebooks/03_cql.ipynb").exists()
+    assert f"https://github.com/{owner}/{name}/blob/main/notebooks/03_cql.ipynb?plain=1" in links   # show source
+    assert f"https://github.com/{owner}/{name}/edit/main/notebooks/03_cql.ipynb" in links           # edit this page
+    assert any(u.startswith(f"https://github.com/{owner}/{name}/issues/new?") for u in links)      # open issue
+    assert f'<link rel="canonical" href="https://{owner}.github.io/{name}/notebooks/03_cql.html" />' in page
+    assert check_site(repo_site, REPO, repository=TEST_REPOSITORY) == []
+    # the notebooks' setup cell names the same repository
+    for nb in (repo_root / "notebooks").glob("*.ipynb"):
+        assert setup_cell.stale(nb, TEST_REPOSITORY) is None
+    # and a build whose launch button lost its way is caught
+    html = _copy(repo_site, tmp_path)
+    nb_page = html / "notebooks" / "03_cql.html"
+    nb_page.write_text(nb_page.read_text().replace("colab.research.google.com/github/", "colab.research.google.com/x/"))
+    problems = check_site(html, REPO, repository=TEST_REPOSITORY)
+    assert problems == ["notebooks/03_cql.html: no Colab link (expected https://colab.research.google.com/github/"
+                        f"{owner}/{name}/blob/main/notebooks/03_cql.ipynb)"], problems
