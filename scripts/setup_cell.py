@@ -22,19 +22,24 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 TAG = "minirl-setup"
+TAGS = [TAG, "hide-input"]  # hide-input: the book shows the cell collapsed
 
 TEMPLATE = '''\
-# Setup for Colab and Binder: install minirl when this Python lacks it, then choose the scale from the device unless
-# MINIRL_SCALE is set (`full` on a CUDA GPU, `cpu` otherwise). Where minirl is installed it only sets the scale.
+# Setup for Colab and Binder: where minirl is missing, clone the book's repository (the package, and the results/
+# that the comparison cells load) and install it; then choose the scale from the device unless MINIRL_SCALE is set
+# (`full` on a CUDA GPU, `cpu` otherwise). Where minirl is installed (here, CI, nbval) it only sets the scale.
 import importlib, importlib.util, os, subprocess, sys
 
 MINIRL_REPOSITORY = "{repository}"  # OWNER/NAME on GitHub, from _config.yml (scripts/setup_cell.py)
 if importlib.util.find_spec("minirl") is None:
     if not MINIRL_REPOSITORY:
         raise RuntimeError("minirl is not installed, and this copy of the notebook does not name the book's "
-                           "repository: pip install it from the repository's Git URL, then run this cell again")
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q", f"git+https://github.com/{{MINIRL_REPOSITORY}}"],
-                   check=True)
+                           "repository: clone the repository, pip install -e it, then run this cell again")
+    clone = os.path.abspath("minirl-book")
+    if not os.path.isdir(clone):
+        subprocess.run(["git", "clone", "--depth", "1", f"https://github.com/{{MINIRL_REPOSITORY}}", clone], check=True)
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "-e", clone], check=True)
+    sys.path.insert(0, clone)  # this kernel started before the install: import the clone directly
     importlib.invalidate_caches()
 import torch
 
@@ -71,13 +76,15 @@ def apply(path: Path, repository: str) -> bool:
     found = [c for c in cells if TAG in c.get("metadata", {}).get("tags", [])]
     if found:
         cell = found[0]
-        if "".join(cell["source"]) == source:
+        tags = cell.setdefault("metadata", {}).setdefault("tags", [])
+        if "".join(cell["source"]) == source and all(tag in tags for tag in TAGS):
             return False
         cell["source"] = source.splitlines(keepends=True)
+        tags.extend(tag for tag in TAGS if tag not in tags)
     else:
         first_code = next((i for i, c in enumerate(cells) if c["cell_type"] == "code"), len(cells))
         cells.insert(first_code, {"cell_type": "code", "execution_count": None, "id": "minirl-setup",
-                                  "metadata": {"tags": [TAG]}, "outputs": [],
+                                  "metadata": {"tags": list(TAGS)}, "outputs": [],
                                   "source": source.splitlines(keepends=True)})
     path.write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n")
     return True
@@ -90,6 +97,9 @@ def stale(path: Path, repository: str) -> str | None:
         return f"{path}: no setup cell (tag {TAG!r})"
     if "".join(found[0]["source"]) != cell_source(repository):
         return f"{path}: setup cell differs from scripts/setup_cell.py's (repository {repository or 'unset'})"
+    missing = [tag for tag in TAGS if tag not in found[0]["metadata"]["tags"]]
+    if missing:
+        return f"{path}: setup cell lacks the tags {missing}"
     code = [c for c in nb["cells"] if c["cell_type"] == "code"]
     if code[0] is not found[0]:
         return f"{path}: setup cell is not the first code cell"

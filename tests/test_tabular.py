@@ -107,7 +107,7 @@ def test_terminal_states_end_episodes_and_have_zero_value():
     R = np.array([[0.0, 0.0], [1.0, 0.0], [0.0, 0.0]])
     mdp = tab.FiniteMDP(P, R, gamma=0.9, init=np.array([1.0, 0, 0]), terminal=np.array([False, False, True]))
     Q = tab.evaluate_policy_exact(mdp, np.tile([1.0, 0.0], (3, 1)))
-    np.testing.assert_allclose(Q[:, 0], [0.9, 1.0, 0.0])
+    np.testing.assert_allclose(Q[:, 0], [0.9, 1.0, 0.0], atol=1e-12)
     data = tab.sample_dataset(mdp, np.tile([1.0, 0.0], (3, 1)), 10, seed=0, horizon=5)
     np.testing.assert_array_equal(data["s"][:4], [0, 1, 0, 1])
     np.testing.assert_array_equal(data["done"][:4], [False, True, False, True])
@@ -141,7 +141,7 @@ def test_empirical_mdp_unseen_pairs_are_self_loops():
             assert mdp_hat.R[s, 1] == unseen_reward
         stay = np.tile([0.0, 1.0], (3, 1))
         Q_hat = tab.evaluate_policy_exact(mdp_hat, stay)
-        np.testing.assert_allclose(Q_hat[:2, 1], unseen_reward / (1 - 0.9))
+        np.testing.assert_allclose(Q_hat[:2, 1], unseen_reward / (1 - 0.9), atol=1e-12)
     # the empirical behaviour policy of an unvisited state is uniform
     only_state_0 = {k: v[data["s"] == 0] for k, v in data.items()}
     pi_hat = tab.empirical_behavior_policy(only_state_0, 3, 2)
