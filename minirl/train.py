@@ -158,7 +158,7 @@ def train(agent, dataset: OfflineDataset, steps: int, *, batch_size: int = 256, 
     torch.manual_seed(seed)
     sampler = torch.Generator(device=device).manual_seed(seed)
     history: dict[str, list] = {"train": [], "eval": []}
-    start = 0
+    start, resumed_running = 0, ({}, 0)
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
         for name in ("log.jsonl", "eval.csv"):  # rewritten from the checkpoint's history when resuming
@@ -172,6 +172,7 @@ def train(agent, dataset: OfflineDataset, steps: int, *, batch_size: int = 256, 
             if ck.get("cuda_rng") is not None:
                 torch.cuda.set_rng_state(ck["cuda_rng"], torch.device(device))
             start, history = ck["step"], ck["history"]
+            resumed_running = ck.get("running", ({}, 0))
             # the logs end where the checkpoint was taken, even if the interrupted run got further
             entries = sorted(({"kind": kind, **e} for kind in history for e in history[kind]),
                              key=lambda e: (e["step"], e["kind"] == "eval"))  # the order the run wrote them in
@@ -194,25 +195,28 @@ def train(agent, dataset: OfflineDataset, steps: int, *, batch_size: int = 256, 
         cuda_rng = torch.cuda.get_rng_state(torch.device(device)) if torch.device(device).type == "cuda" else None
         torch.save({"agent": agent.state_dict(), "sampler": sampler.get_state(), "torch_rng": torch.get_rng_state(),
                     "cuda_rng": cuda_rng,
-                    "step": step, "history": history, **_transforms(state_normalizer, reward_transform)}, tmp)
+                    "step": step, "history": history, "running": (running, n_running),
+                    **_transforms(state_normalizer, reward_transform)}, tmp)
         os.replace(tmp, out / "checkpoint.pt")
 
-    running: dict[str, float] = {}
+    # sums of the update logs since the last "train" entry, and how many updates they hold; a checkpoint keeps
+    # them, so a run resumed between two log steps writes the same averages as one that never stopped
+    running, n_running = resumed_running
     t0, eval_seconds = time.perf_counter(), 0.0
     bar = tqdm(range(start, steps), initial=start, total=steps, disable=not progress, mininterval=1.0,
-               desc=type(agent).__name__)
+               desc=getattr(agent, "name", type(agent).__name__))
     for t in bar:
         step = t + 1
         logs = agent.update(dataset.sample(batch_size, device, sampler))
         _check_finite(logs, step)
         for k, v in logs.items():
             running[k] = running.get(k, 0.0) + float(v)
+        n_running += 1
         if step % log_every == 0 or step == steps:
-            n = log_every if step % log_every == 0 else step % log_every
-            entry = {"step": step, **{k: v / n for k, v in running.items()},
+            entry = {"step": step, **{k: v / n_running for k, v in running.items()},
                      "updates_per_s": (step - start) / (time.perf_counter() - t0 - eval_seconds)}
             log("train", entry)
-            running = {}
+            running, n_running = {}, 0
         if eval_every and (step % eval_every == 0 or step == steps):
             t_eval = time.perf_counter()
             returns = evaluate(agent, eval_env, eval_episodes, seed=10_000 * (seed + 1),

@@ -375,3 +375,10 @@ def test_tabular_penalty_weights():
         tabular.cql_penalty_weights(pi_beta, np.array([[0.0, 0.0, 1.0], [1.0, 0.0, 0.0]]))
     with pytest.raises(ValueError, match="variant must be 1"):
         tabular.cql_penalty_weights(pi_beta, mu, 3)
+
+
+def test_progress_bar_names_the_variant():
+    from minirl.cql import CQL, CQLConfig
+    assert CQL(3, 1, config=CQLConfig()).name == "CQL"
+    assert CQL(3, 1, config=CQLConfig(lagrange=True)).name == "CQL-Lagrange"
+    assert CQL(3, 1, config=CQLConfig(cql_alpha=0.0)).name == "offline SAC"

@@ -40,20 +40,23 @@ def test_scales(monkeypatch):
     assert set(SCALES) == {"smoke", "cpu", "full"}
 
 
-def test_resume_gives_the_same_numbers(tmp_path):
+@pytest.mark.parametrize("checkpoint_every", [30, 25])
+def test_resume_gives_the_same_numbers(tmp_path, checkpoint_every):
+    # 25: the checkpoint falls between two log steps (10, 20, 30...); the update logs averaged into the entry at 30
+    # are those of steps 21-30 in both runs, half of them made before the stop
     ds = pendulum_like()
     kw = dict(eval_env="Pendulum-v1", eval_every=30, eval_episodes=2, log_every=10, seed=3, progress=False)
     torch.manual_seed(0)
     a = BC(3, 1, -2, 2)
-    straight = train(a, ds, 60, out=tmp_path / "a", checkpoint_every=30, **kw)
+    straight = train(a, ds, 60, out=tmp_path / "a", checkpoint_every=checkpoint_every, **kw)
     torch.manual_seed(0)
     b1 = BC(3, 1, -2, 2)
     # the first run gets past its last checkpoint (30) before it stops at 45: the resumed run starts from 30 and
     # its logs must not keep the lines 31..45 of the interrupted run twice
-    train(b1, ds, 45, out=tmp_path / "b", checkpoint_every=30, **kw)
+    train(b1, ds, 45, out=tmp_path / "b", checkpoint_every=checkpoint_every, **kw)
     torch.manual_seed(123)  # a fresh process builds a fresh agent: its initial weights must not matter
     b2 = BC(3, 1, -2, 2)
-    resumed = train(b2, ds, 60, out=tmp_path / "b", checkpoint_every=30, resume=True, **kw)
+    resumed = train(b2, ds, 60, out=tmp_path / "b", checkpoint_every=checkpoint_every, resume=True, **kw)
     assert torch.equal(params(a), params(b2))
     assert strip_timing(straight) == strip_timing(resumed)
     lines_a = [json.loads(x) for x in (tmp_path / "a" / "log.jsonl").read_text().splitlines()]
