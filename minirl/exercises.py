@@ -571,7 +571,8 @@ def grade_notebook(path: Path) -> list[dict]:
 
 def grade(folder: Path) -> str:
     """Grade ``folder/<student>/*.ipynb``; returns a markdown table with one row per student and notebook."""
-    students = sorted(p for p in Path(folder).iterdir() if p.is_dir())
+    # hidden folders (.ipynb_checkpoints, a pytest plugin's .benchmarks, .git) are not students
+    students = sorted(p for p in Path(folder).iterdir() if p.is_dir() and not p.name.startswith("."))
     if not students:
         raise ValueError(f"no student folders in {folder}: expected {folder}/<student>/<exercise>.ipynb")
     lines = ["| student | notebook | passed | tasks |", "| --- | --- | ---: | --- |"]

@@ -1,7 +1,8 @@
 """The training loop every algorithm shares, the scales, and evaluation in the environment.
 
 ``train(agent, dataset, steps, ...)`` samples a batch, calls ``agent.update(batch)``, stops with an error naming the
-loss and the step if a loss is NaN or inf, evaluates every ``eval_every`` steps (mean return and D4RL-normalised
+loss and the step if a loss is NaN or inf (on a GPU: the loss and the window of ``log_every`` steps, because the
+losses stay on the device until a log step so that no update waits for the host), evaluates every ``eval_every`` steps (mean return and D4RL-normalised
 score over seeded episodes, all episodes stepped together so the policy sees one batch), writes ``log.jsonl`` and
 ``eval.csv``, and saves a checkpoint every ``checkpoint_every`` steps. A run resumed from a checkpoint gives the same
 numbers on the CPU as one that never stopped: the checkpoint holds the agent (networks and optimisers), the batch
@@ -124,11 +125,13 @@ class NonFiniteLossError(FloatingPointError):
     """Raised when an agent's update returns a NaN or infinite loss."""
 
 
-def _check_finite(logs: dict, step: int) -> None:
+def _check_finite(logs: dict, step: int, first: int | None = None) -> None:
+    """Raise if a log is NaN or inf; ``first`` set: ``logs`` are sums over steps ``first..step``."""
     for k, v in logs.items():
         x = float(v)
         if not math.isfinite(x):
-            raise NonFiniteLossError(f"{k} is {x} at step {step}: training stopped "
+            where = f"at step {step}" if first is None or first == step else f"in steps {first}-{step}"
+            raise NonFiniteLossError(f"{k} is {x} {where}: training stopped "
                                      f"(lower the learning rate, check the data, or normalise rewards)")
 
 
@@ -137,7 +140,7 @@ def train(agent, dataset: OfflineDataset, steps: int, *, batch_size: int = 256, 
           device: str = "cpu", out: str | os.PathLike | None = None, log_every: int = 1000,
           checkpoint_every: int | None = None, resume: bool = False,
           state_normalizer: StateNormalizer | None = None, reward_transform: RewardTransform | None = None,
-          progress: bool = True) -> dict:
+          progress: bool = True, sync_every_step: bool | None = None) -> dict:
     """Train ``agent`` on ``dataset`` for ``steps`` gradient steps; returns ``{"train": [...], "eval": [...]}``.
 
     ``dataset`` is used as given (already preprocessed, see :func:`prepare_dataset`); ``state_normalizer`` is
@@ -145,6 +148,10 @@ def train(agent, dataset: OfflineDataset, steps: int, *, batch_size: int = 256, 
     ``task`` (e.g. ``"hopper"``) adds the normalised score to each evaluation. With ``out`` set, logs go to
     ``out/log.jsonl`` and ``out/eval.csv``, checkpoints to ``out/checkpoint.pt`` and the final agent to
     ``out/agent.pt``. ``resume=True`` continues from ``out/checkpoint.pt`` when it exists.
+
+    ``sync_every_step`` (default: True on the CPU, False on other devices) reads every update's logs on the host,
+    so a NaN is reported at its step. Off, the logs are summed on the device and read once per log step: on a GPU
+    that removes one host-device synchronisation per update, and a NaN is reported with its window of steps.
     """
     if steps < 0 or batch_size < 1:
         raise ValueError(f"steps must be >= 0 and batch_size >= 1, got steps={steps}, batch_size={batch_size}")
@@ -155,6 +162,8 @@ def train(agent, dataset: OfflineDataset, steps: int, *, batch_size: int = 256, 
         raise ValueError("checkpoint_every needs out= (the directory the checkpoint is written to)")
     if resume and out is None:
         raise ValueError("resume=True needs out= (the directory holding checkpoint.pt)")
+    if sync_every_step is None:
+        sync_every_step = torch.device(device).type == "cpu"  # reading a CPU tensor costs nothing
     torch.manual_seed(seed)
     sampler = torch.Generator(device=device).manual_seed(seed)
     history: dict[str, list] = {"train": [], "eval": []}
@@ -195,7 +204,8 @@ def train(agent, dataset: OfflineDataset, steps: int, *, batch_size: int = 256, 
         cuda_rng = torch.cuda.get_rng_state(torch.device(device)) if torch.device(device).type == "cuda" else None
         torch.save({"agent": agent.state_dict(), "sampler": sampler.get_state(), "torch_rng": torch.get_rng_state(),
                     "cuda_rng": cuda_rng,
-                    "step": step, "history": history, "running": (running, n_running),
+                    "step": step, "history": history,
+                    "running": ({k: float(v) for k, v in running.items()}, n_running),
                     **_transforms(state_normalizer, reward_transform)}, tmp)
         os.replace(tmp, out / "checkpoint.pt")
 
@@ -208,12 +218,17 @@ def train(agent, dataset: OfflineDataset, steps: int, *, batch_size: int = 256, 
     for t in bar:
         step = t + 1
         logs = agent.update(dataset.sample(batch_size, device, sampler))
-        _check_finite(logs, step)
+        if sync_every_step:
+            logs = {k: float(v) for k, v in logs.items()}
+            _check_finite(logs, step)
         for k, v in logs.items():
-            running[k] = running.get(k, 0.0) + float(v)
+            running[k] = running.get(k, 0.0) + (v.detach() if torch.is_tensor(v) else float(v))
         n_running += 1
         if step % log_every == 0 or step == steps:
-            entry = {"step": step, **{k: v / n_running for k, v in running.items()},
+            sums = {k: float(v) for k, v in running.items()}  # the one read of the logs per window
+            if not sync_every_step:
+                _check_finite(sums, step, first=step - n_running + 1)
+            entry = {"step": step, **{k: v / n_running for k, v in sums.items()},
                      "updates_per_s": (step - start) / (time.perf_counter() - t0 - eval_seconds)}
             log("train", entry)
             running, n_running = {}, 0

@@ -92,6 +92,25 @@ def test_nan_loss_stops_with_the_loss_and_step():
         train(ExplodingAgent(7), pendulum_like(), 20, progress=False)
 
 
+def test_without_a_sync_per_step_a_nan_is_reported_with_its_window():
+    # what a GPU run does by default: the losses are summed on the device and read once per log step
+    with pytest.raises(NonFiniteLossError, match=r"critic_loss is nan in steps 6-10"):
+        train(ExplodingAgent(7), pendulum_like(), 20, log_every=5, progress=False, sync_every_step=False)
+
+
+def test_deferred_logs_average_the_same_numbers():
+    ds = pendulum_like()
+    histories = []
+    for sync in (True, False):
+        torch.manual_seed(0)
+        histories.append(train(BC(3, 1, -2, 2), ds, 25, log_every=10, seed=1, progress=False,
+                               sync_every_step=sync)["train"])
+    a, b = histories
+    assert [e["step"] for e in a] == [e["step"] for e in b] == [10, 20, 25]
+    for ea, eb in zip(a, b):  # float64 sums on the host vs float32 sums on the device
+        assert ea["actor_loss"] == pytest.approx(eb["actor_loss"], rel=1e-5)
+
+
 def test_inf_loss_is_caught_too():
     class Inf(ExplodingAgent):
         def update(self, batch):
