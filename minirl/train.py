@@ -331,10 +331,31 @@ def _eval_every(scale: Scale, steps: int) -> int:
     return scale.eval_every if steps >= scale.steps else min(scale.eval_every, max(steps // 4, 1))
 
 
+def compile_agent(agent, backend: str = "inductor") -> list[str]:
+    """Compile every network of ``agent`` in place with ``torch.compile`` (``nn.Module.compile``); returns their names.
+
+    In place, so parameter names, checkpoints and optimisers are unchanged. The fallback: if a graph fails to
+    compile, torch runs that piece eagerly instead of stopping (``torch._dynamo.config.suppress_errors``), with a
+    warning. Meant for GPUs; on this project's CPU the compiled updates were not reliably faster (see
+    benchmarks/README.md).
+    """
+    import torch._dynamo
+    torch._dynamo.config.suppress_errors = True
+    names = []
+    for name, value in getattr(agent, "__dict__", {}).items():
+        if isinstance(value, torch.nn.Module):
+            value.compile(backend=backend)
+            names.append(name)
+    if not names:
+        raise ValueError(f"{type(agent).__name__} has no torch.nn.Module attributes to compile")
+    return names
+
+
 def run(algo: str, dataset: str, *, scale: str | None = None, steps: int | None = None, seed: int = 0,
         device: str = "cpu", out: str | Path | None = None, overrides: dict | None = None,
         batch_size: int | None = None, eval_every: int | None = None, eval_episodes: int | None = None,
-        checkpoint_every: int | None = None, resume: bool = False, progress: bool = True) -> dict:
+        checkpoint_every: int | None = None, resume: bool = False, progress: bool = True,
+        compile: bool = False) -> dict:
     """Train ``algo`` on the named ``dataset`` at a scale: what ``python -m minirl train`` does.
 
     Loads (or makes) the dataset at the scale's size, builds the agent with ``overrides``, prepares states and
@@ -354,6 +375,8 @@ def run(algo: str, dataset: str, *, scale: str | None = None, steps: int | None 
         overrides.setdefault("max_steps", steps)
     torch.manual_seed(seed)  # the initial weights depend on the seed too
     agent, config = make_agent(algo, raw, device, **overrides)
+    if compile:
+        print(f"torch.compile: {', '.join(compile_agent(agent))}")
     data, state_norm, reward_tf = prepare_dataset(raw, getattr(config, "normalize_states", False),
                                                   getattr(config, "reward_scale", None))
     out = Path(out or f"runs/{algo}-{dataset}-s{seed}")
@@ -366,7 +389,7 @@ def run(algo: str, dataset: str, *, scale: str | None = None, steps: int | None 
                     device=device, out=out, checkpoint_every=checkpoint_every, resume=resume,
                     state_normalizer=state_norm, reward_transform=reward_tf, progress=progress)
     settings = {"algo": algo, "dataset": dataset, "transitions": len(raw), "scale": sc.name, "steps": steps,
-                "seed": seed, "device": device, "config": _jsonable(config)}
+                "seed": seed, "device": device, "compile": compile, "config": _jsonable(config)}
     (out / "config.json").write_text(json.dumps(settings, indent=1))
     if history["eval"]:
         e = history["eval"][-1]
@@ -394,6 +417,8 @@ def main(argv: list[str] | None = None) -> int:
     t.add_argument("--eval-episodes", type=int, default=None)
     t.add_argument("--checkpoint-every", type=int, default=None)
     t.add_argument("--resume", action="store_true", help="continue from <out>/checkpoint.pt")
+    t.add_argument("--compile", action="store_true",
+                   help="torch.compile the networks (for GPUs; falls back to eager where a graph fails)")
     t.add_argument("--lagrange", action="store_true", help="CQL only: learn alpha' (same as --algo cql-lagrange)")
     t.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE", help="override config fields")
     d = sub.add_parser("dataset", help="make, list or describe the named datasets")
@@ -422,7 +447,7 @@ def main(argv: list[str] | None = None) -> int:
     run(a.algo, a.dataset, scale=a.scale, steps=a.steps, seed=a.seed, device=a.device, out=a.out,
         overrides={**({"lagrange": True} if a.lagrange else {}), **_parse_overrides(a.set)},
         batch_size=a.batch_size, eval_every=a.eval_every, eval_episodes=a.eval_episodes,
-        checkpoint_every=a.checkpoint_every, resume=a.resume)
+        checkpoint_every=a.checkpoint_every, resume=a.resume, compile=a.compile)
     return 0
 
 

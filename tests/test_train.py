@@ -183,3 +183,22 @@ def test_scale_steps_per_algorithm_and_evaluation_period():
     assert _eval_every(cpu, 20_000) == 2_000
     assert _eval_every(cpu, 1_200) == 300  # a short run still gets 4 evaluations
     assert _eval_every(SCALES["smoke"], 200) == 100
+
+
+def test_compile_agent_keeps_names_and_numbers():
+    # aot_eager traces and runs the graphs without generating code: the wiring is tested, quickly
+    from minirl.train import compile_agent
+    ds = pendulum_like()
+    histories, keys = [], []
+    for compiled in (False, True):
+        torch.manual_seed(0)
+        agent = BC(3, 1, -2, 2)
+        if compiled:
+            assert compile_agent(agent, backend="aot_eager") == ["actor"]
+        histories.append(train(agent, ds, 12, log_every=4, seed=1, progress=False)["train"])
+        keys.append(sorted(agent.state_dict()["actor"]))
+    assert keys[0] == keys[1]  # in place: checkpoints load either way
+    for a, b in zip(*histories):
+        assert a["actor_loss"] == pytest.approx(b["actor_loss"], rel=1e-5)
+    with pytest.raises(ValueError, match="no torch.nn.Module"):
+        compile_agent(object())
