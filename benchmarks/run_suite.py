@@ -57,7 +57,7 @@ def run_label(algo: str, overrides: dict) -> str:
 
 
 def run_one(root: Path, algo: str, dataset: str, seed: int, scale: str, overrides: dict, steps: int | None,
-            device: str) -> dict | None:
+            device: str, amp: bool = False) -> dict | None:
     out = root / run_label(algo, overrides) / dataset / f"s{seed}"
     if (out / "result.json").exists():
         print(f"skip {out} (done)")
@@ -69,7 +69,7 @@ def run_one(root: Path, algo: str, dataset: str, seed: int, scale: str, override
     out.mkdir(parents=True, exist_ok=True)
     lock.write_text(str(os.getpid()))
     try:
-        return _train_and_record(out, algo, dataset, seed, scale, overrides, steps, device)
+        return _train_and_record(out, algo, dataset, seed, scale, overrides, steps, device, amp)
     finally:
         lock.unlink(missing_ok=True)
 
@@ -83,15 +83,15 @@ def _alive(pid: int) -> bool:
 
 
 def _train_and_record(out: Path, algo: str, dataset: str, seed: int, scale: str, overrides: dict,
-                      steps: int | None, device: str) -> dict:
+                      steps: int | None, device: str, amp: bool = False) -> dict:
     sc = train.get_scale(scale)
     n_steps = steps if steps is not None else sc.steps_for(algo)
     history = train.run(algo, dataset, scale=scale, steps=n_steps, seed=seed, device=device, out=out,
-                        overrides=overrides, checkpoint_every=max(n_steps // 4, 1), resume=True)
+                        overrides=overrides, checkpoint_every=max(n_steps // 4, 1), resume=True, amp=amp)
     last_train = history["train"][-1] if history["train"] else {}
     last_eval = history["eval"][-1] if history["eval"] else {}
     result = {"algo": algo, "label": run_label(algo, overrides), "overrides": overrides, "dataset": dataset,
-              "seed": seed, "scale": sc.name, "steps": n_steps,
+              "seed": seed, "scale": sc.name, "steps": n_steps, "amp": amp,
               "score": last_eval.get("score_mean"), "return": last_eval.get("return_mean"),
               "wall_time_s": round(history["wall_time"], 1),
               "updates_per_s": last_train.get("updates_per_s"),
@@ -127,13 +127,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--root", default="results")
     p.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE", help="config overrides for every run")
     p.add_argument("--device", default="cpu")
+    p.add_argument("--amp", action="store_true",
+                   help="bfloat16 autocast in the updates (minirl.train.autocast); the tag defaults to <scale>-amp")
     p.add_argument("--threads", type=int, default=1, help="torch threads (1 is fastest on a busy 2-core machine)")
     p.add_argument("--redo", action="store_true", help="delete and rerun runs that already have a result")
     a = p.parse_args(argv)
 
     torch.set_num_threads(a.threads)
     scale = train.get_scale(a.scale)
-    root = Path(a.root) / (a.tag or scale.name)
+    root = Path(a.root) / (a.tag or scale.name + ("-amp" if a.amp else ""))
     overrides = train._parse_overrides(a.set)
     for dataset in a.datasets:
         for algo in a.algos:
@@ -141,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
                 out = root / run_label(algo, overrides) / dataset / f"s{seed}"
                 if a.redo and out.exists():
                     shutil.rmtree(out)
-                run_one(root, algo, dataset, seed, scale.name, overrides, a.steps, a.device)
+                run_one(root, algo, dataset, seed, scale.name, overrides, a.steps, a.device, a.amp)
                 write_summary(root)
     print(score_table(load_results(root)))
     return 0

@@ -7,6 +7,10 @@ Conventions
   onto them with a fixed affine transform stored as buffers (so it moves with ``.to(device)`` and is saved).
 * A critic ensemble returns ``(n_critics, B)``: all replicas are computed in one batched pass
   (:class:`VectorizedLinear`, a ``torch.baddbmm`` per layer), never in a Python loop.
+* Mixed precision (``train(..., amp=True)``, which runs each update under ``torch.autocast`` with bfloat16): the
+  hidden layers then multiply in bfloat16, but the **last layer of every network runs in float32**
+  (:class:`OutputLinear`, ``VectorizedLinear(..., float32=True)``), so Q-values, log-stds, action means and
+  everything the losses compute from them (logsumexp, exp-advantages, log-probabilities) stay in float32.
 """
 from __future__ import annotations
 
@@ -33,10 +37,30 @@ def mlp(in_dim: int, out_dim: int, hidden: Sequence[int] = (256, 256), activatio
         layers.append(activation())
         if dropout > 0:
             layers.append(nn.Dropout(dropout))
-    layers.append(nn.Linear(dims[-1], out_dim))
+    layers.append(OutputLinear(dims[-1], out_dim))
     if output_activation is not None:
         layers.append(output_activation())
     return nn.Sequential(*layers)
+
+
+def _float32(x: torch.Tensor) -> bool:
+    """True when autocast would lower this layer's precision: run it in float32 instead."""
+    return torch.is_autocast_enabled(x.device.type)
+
+
+class OutputLinear(nn.Linear):
+    """``nn.Linear`` that stays in float32 under autocast (the output layer of every :func:`mlp`).
+
+    The hidden layers' bfloat16 products keep ~3 significant digits; a Q-value of -1,000 read from a bfloat16
+    output layer would be off by up to ~4, more than many TD errors. An ``nn.Linear`` subclass, so parameter names
+    and checkpoints are those of ``nn.Linear``.
+    """
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if _float32(x):
+            with torch.autocast(x.device.type, enabled=False):
+                return super().forward(x.float())
+        return super().forward(x)
 
 
 class _ActionScaler(nn.Module):
@@ -151,10 +175,14 @@ class DeterministicActor(_ActionScaler):
 
 
 class VectorizedLinear(nn.Module):
-    """``n`` independent linear layers applied in one ``baddbmm``: input ``(n, B, in)`` -> ``(n, B, out)``."""
+    """``n`` independent linear layers applied in one ``baddbmm``: input ``(n, B, in)`` -> ``(n, B, out)``.
 
-    def __init__(self, in_features: int, out_features: int, n: int):
+    ``float32=True`` (the output layer of a :class:`CriticEnsemble`) keeps it in float32 under autocast.
+    """
+
+    def __init__(self, in_features: int, out_features: int, n: int, float32: bool = False):
         super().__init__()
+        self.float32 = float32
         self.weight = nn.Parameter(torch.empty(n, in_features, out_features))
         self.bias = nn.Parameter(torch.empty(n, 1, out_features))
         # the same initialisation nn.Linear uses, per replica
@@ -163,6 +191,9 @@ class VectorizedLinear(nn.Module):
         nn.init.uniform_(self.bias, -bound, bound)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.float32 and _float32(x):
+            with torch.autocast(x.device.type, enabled=False):
+                return torch.baddbmm(self.bias, x.float(), self.weight)
         return torch.baddbmm(self.bias, x, self.weight)
 
 
@@ -178,7 +209,7 @@ class CriticEnsemble(nn.Module):
         layers: list[nn.Module] = []
         for a, b in zip(dims[:-1], dims[1:]):
             layers += [VectorizedLinear(a, b, n_critics), nn.ReLU()]
-        layers.append(VectorizedLinear(dims[-1], 1, n_critics))
+        layers.append(VectorizedLinear(dims[-1], 1, n_critics, float32=True))
         self.net = nn.Sequential(*layers)
         self.n_critics = n_critics
 

@@ -14,6 +14,7 @@ agent returns integer action indices of shape ``(B,)``.
 """
 from __future__ import annotations
 
+import contextlib
 import csv
 import json
 import math
@@ -140,7 +141,7 @@ def train(agent, dataset: OfflineDataset, steps: int, *, batch_size: int = 256, 
           device: str = "cpu", out: str | os.PathLike | None = None, log_every: int = 1000,
           checkpoint_every: int | None = None, resume: bool = False,
           state_normalizer: StateNormalizer | None = None, reward_transform: RewardTransform | None = None,
-          progress: bool = True, sync_every_step: bool | None = None) -> dict:
+          progress: bool = True, sync_every_step: bool | None = None, amp: bool = False) -> dict:
     """Train ``agent`` on ``dataset`` for ``steps`` gradient steps; returns ``{"train": [...], "eval": [...]}``.
 
     ``dataset`` is used as given (already preprocessed, see :func:`prepare_dataset`); ``state_normalizer`` is
@@ -152,6 +153,9 @@ def train(agent, dataset: OfflineDataset, steps: int, *, batch_size: int = 256, 
     ``sync_every_step`` (default: True on the CPU, False on other devices) reads every update's logs on the host,
     so a NaN is reported at its step. Off, the logs are summed on the device and read once per log step: on a GPU
     that removes one host-device synchronisation per update, and a NaN is reported with its window of steps.
+
+    ``amp=True`` runs every update under bfloat16 autocast (:func:`autocast`): the hidden layers multiply in
+    bfloat16, the output layers, the losses, parameters and optimiser states stay float32. Evaluation runs in float32.
     """
     if steps < 0 or batch_size < 1:
         raise ValueError(f"steps must be >= 0 and batch_size >= 1, got steps={steps}, batch_size={batch_size}")
@@ -162,6 +166,7 @@ def train(agent, dataset: OfflineDataset, steps: int, *, batch_size: int = 256, 
         raise ValueError("checkpoint_every needs out= (the directory the checkpoint is written to)")
     if resume and out is None:
         raise ValueError("resume=True needs out= (the directory holding checkpoint.pt)")
+    precision = autocast(device, amp)  # raises here, not at the first update, when bfloat16 is not supported
     if sync_every_step is None:
         sync_every_step = torch.device(device).type == "cpu"  # reading a CPU tensor costs nothing
     torch.manual_seed(seed)
@@ -217,7 +222,8 @@ def train(agent, dataset: OfflineDataset, steps: int, *, batch_size: int = 256, 
                desc=getattr(agent, "name", type(agent).__name__))
     for t in bar:
         step = t + 1
-        logs = agent.update(dataset.sample(batch_size, device, sampler))
+        with precision:
+            logs = agent.update(dataset.sample(batch_size, device, sampler))
         if sync_every_step:
             logs = {k: float(v) for k, v in logs.items()}
             _check_finite(logs, step)
@@ -252,6 +258,22 @@ def train(agent, dataset: OfflineDataset, steps: int, *, batch_size: int = 256, 
         torch.save({"agent": agent.state_dict(), "step": steps,
                     **_transforms(state_normalizer, reward_transform)}, out / "agent.pt")
     return history
+
+
+def autocast(device: str, amp: bool):
+    """The context an update runs in: bfloat16 autocast on ``device`` when ``amp``, else a no-op.
+
+    bfloat16 rather than float16: it has float32's exponent range, so no loss scaling is needed and no gradient
+    underflows. What stays in float32 is listed in :mod:`minirl.nets`. A reusable context (``torch.autocast``
+    objects can be entered again after they exit).
+    """
+    dev = torch.device(device)
+    if not amp:
+        return contextlib.nullcontext()
+    if dev.type == "cuda" and not torch.cuda.is_bf16_supported():
+        raise ValueError(f"amp=True needs bfloat16 support, which {torch.cuda.get_device_name(dev)} lacks; "
+                         "run without amp (--amp)")
+    return torch.autocast(dev.type, dtype=torch.bfloat16)
 
 
 def _transforms(state: StateNormalizer | None, reward: RewardTransform | None) -> dict:
@@ -355,7 +377,7 @@ def run(algo: str, dataset: str, *, scale: str | None = None, steps: int | None 
         device: str = "cpu", out: str | Path | None = None, overrides: dict | None = None,
         batch_size: int | None = None, eval_every: int | None = None, eval_episodes: int | None = None,
         checkpoint_every: int | None = None, resume: bool = False, progress: bool = True,
-        compile: bool = False) -> dict:
+        compile: bool = False, amp: bool = False) -> dict:
     """Train ``algo`` on the named ``dataset`` at a scale: what ``python -m minirl train`` does.
 
     Loads (or makes) the dataset at the scale's size, builds the agent with ``overrides``, prepares states and
@@ -387,9 +409,9 @@ def run(algo: str, dataset: str, *, scale: str | None = None, steps: int | None 
                     eval_every=eval_every or _eval_every(sc, steps),
                     eval_episodes=eval_episodes or sc.eval_episodes, task=task.name, seed=seed,
                     device=device, out=out, checkpoint_every=checkpoint_every, resume=resume,
-                    state_normalizer=state_norm, reward_transform=reward_tf, progress=progress)
+                    state_normalizer=state_norm, reward_transform=reward_tf, progress=progress, amp=amp)
     settings = {"algo": algo, "dataset": dataset, "transitions": len(raw), "scale": sc.name, "steps": steps,
-                "seed": seed, "device": device, "compile": compile, "config": _jsonable(config)}
+                "seed": seed, "device": device, "compile": compile, "amp": amp, "config": _jsonable(config)}
     (out / "config.json").write_text(json.dumps(settings, indent=1))
     if history["eval"]:
         e = history["eval"][-1]
@@ -419,6 +441,8 @@ def main(argv: list[str] | None = None) -> int:
     t.add_argument("--resume", action="store_true", help="continue from <out>/checkpoint.pt")
     t.add_argument("--compile", action="store_true",
                    help="torch.compile the networks (for GPUs; falls back to eager where a graph fails)")
+    t.add_argument("--amp", action="store_true",
+                   help="bfloat16 autocast in the updates (hidden layers only; outputs and losses in float32)")
     t.add_argument("--lagrange", action="store_true", help="CQL only: learn alpha' (same as --algo cql-lagrange)")
     t.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE", help="override config fields")
     d = sub.add_parser("dataset", help="make, list or describe the named datasets")
@@ -447,7 +471,8 @@ def main(argv: list[str] | None = None) -> int:
     run(a.algo, a.dataset, scale=a.scale, steps=a.steps, seed=a.seed, device=a.device, out=a.out,
         overrides={**({"lagrange": True} if a.lagrange else {}), **_parse_overrides(a.set)},
         batch_size=a.batch_size, eval_every=a.eval_every, eval_episodes=a.eval_episodes,
-        checkpoint_every=a.checkpoint_every, resume=a.resume, compile=a.compile)
+        checkpoint_every=a.checkpoint_every, resume=a.resume, compile=a.compile,
+        amp=a.amp)
     return 0
 
 

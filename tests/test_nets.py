@@ -100,3 +100,44 @@ def test_soft_update():
     assert torch.allclose(a.weight, 0.75 * before + 0.25 * b.weight)
     soft_update(a, b, 1.0)
     assert torch.allclose(a.weight, b.weight)
+
+
+# ---- mixed precision: hidden layers in bfloat16, output layers in float32 ----------------------------------------
+
+def _bf16():
+    return torch.autocast("cpu", dtype=torch.bfloat16)
+
+
+def test_under_autocast_hidden_layers_are_bfloat16_and_outputs_float32():
+    torch.manual_seed(0)
+    net, q = mlp(5, 3, (64, 64)), CriticEnsemble(5, 2, (64, 64), n_critics=3)
+    x, a = torch.randn(32, 5), torch.randn(32, 2)
+    with _bf16():
+        hidden = net[:-1](x)
+        y, qa = net(x), q(x, a)
+    assert hidden.dtype == torch.bfloat16  # autocast is on for the hidden layers...
+    assert y.dtype == qa.dtype == torch.float32  # ...and off for the output layers
+    # bfloat16 products change the numbers a little (so the hidden layers really ran in bfloat16), not much
+    assert not torch.equal(y, net(x)) and not torch.equal(qa, q(x, a))
+    torch.testing.assert_close(y, net(x), rtol=0.05, atol=0.02)
+    torch.testing.assert_close(qa, q(x, a), rtol=0.05, atol=0.02)
+
+
+def test_output_layers_alone_give_float32_numbers_under_autocast():
+    torch.manual_seed(0)
+    net, q = mlp(5, 3, (64,)), CriticEnsemble(5, 2, (64,), n_critics=2)
+    x = torch.randn(16, 64)
+    with _bf16():
+        y, qy = net[-1](x), q.net[-1](x.expand(2, -1, -1))
+    assert torch.equal(y, net[-1](x)) and torch.equal(qy, q.net[-1](x.expand(2, -1, -1)))
+    assert set(net.state_dict()) == {"0.weight", "0.bias", "2.weight", "2.bias"}  # nn.Linear's names
+
+
+def test_gradients_under_autocast_reach_float32_parameters():
+    torch.manual_seed(0)
+    q = CriticEnsemble(3, 1, (32, 32), n_critics=2)
+    with _bf16():
+        loss = q(torch.randn(8, 3), torch.randn(8, 1)).square().mean()
+    loss.backward()
+    assert all(p.dtype == p.grad.dtype == torch.float32 for p in q.parameters())
+    assert all(p.grad.abs().sum() > 0 for p in q.parameters())

@@ -166,11 +166,11 @@ def test_cli_train_writes_logs(tmp_path, monkeypatch, capsys):
     out = tmp_path / "run"
     assert main(["train", "--algo", "bc", "--dataset", "pendulum-medium", "--scale", "smoke", "--steps", "50",
                  "--eval-every", "50", "--eval-episodes", "2", "--out", str(out),
-                 "--set", "hidden=[32,32]"]) == 0
+                 "--set", "hidden=[32,32]", "--amp"]) == 0
     printed = capsys.readouterr().out
     assert "scale=smoke steps=50" in printed and "normalised score" in printed
     cfg = json.loads((out / "config.json").read_text())
-    assert cfg["config"]["hidden"] == [32, 32] and cfg["steps"] == 50
+    assert cfg["config"]["hidden"] == [32, 32] and cfg["steps"] == 50 and cfg["amp"] is True
     evals = [json.loads(x) for x in (out / "log.jsonl").read_text().splitlines() if '"eval"' in x]
     assert evals[-1]["step"] == 50 and "score_mean" in evals[-1]
 
@@ -202,3 +202,30 @@ def test_compile_agent_keeps_names_and_numbers():
         assert a["actor_loss"] == pytest.approx(b["actor_loss"], rel=1e-5)
     with pytest.raises(ValueError, match="no torch.nn.Module"):
         compile_agent(object())
+
+
+def test_amp_trains_in_bfloat16_with_float32_parameters(tmp_path):
+    ds = pendulum_like()
+    runs = {}
+    for amp in (False, True):
+        torch.manual_seed(0)
+        agent = BC(3, 1, -2, 2)
+        runs[amp] = train(agent, ds, 40, log_every=20, seed=1, progress=False, amp=amp)["train"]
+        assert all(p.dtype == torch.float32 for p in agent.actor.parameters())
+    # the same run up to bfloat16 rounding: close, not equal
+    for full, mixed in zip(runs[False], runs[True]):
+        assert mixed["actor_loss"] != full["actor_loss"]
+        assert mixed["actor_loss"] == pytest.approx(full["actor_loss"], rel=0.05)
+
+
+def test_amp_needs_bfloat16_on_a_gpu(monkeypatch):
+    from minirl.train import autocast
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: False)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a, **k: "an old GPU")
+    with pytest.raises(ValueError, match="amp=True needs bfloat16 support, which an old GPU lacks"):
+        autocast("cuda", True)
+    assert not torch.is_autocast_enabled("cpu")
+    with autocast("cpu", True):
+        assert torch.is_autocast_enabled("cpu") and torch.get_autocast_dtype("cpu") == torch.bfloat16
+    with autocast("cpu", False):
+        assert not torch.is_autocast_enabled("cpu")

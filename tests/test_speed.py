@@ -1,0 +1,95 @@
+"""benchmarks/speed.py: the table it prints, the optional d3rlpy column and the size check (no timing asserted)."""
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "benchmarks"))
+import speed  # noqa: E402
+
+TINY = ["--seconds", "0.2", "--dataset-size", "2000"]
+
+
+def _rows(out: str) -> dict[str, list[str]]:
+    """The first table's rows by algorithm: ``{"bc": [cells...]}``."""
+    rows = {}
+    for line in out.splitlines():
+        if line.startswith("| ") and not line.startswith("| algorithm") and not line.startswith("| ---"):
+            cells = [c.strip() for c in line.strip("|").split("|")]
+            rows.setdefault(cells[0], cells)
+    return rows
+
+
+def test_main_prints_a_row_per_algorithm(capsys):
+    assert speed.main(["--algos", "bc", "--no-d3rlpy", *TINY]) == 0
+    out = capsys.readouterr().out
+    assert "| algorithm | updates/s |" in out and "d3rlpy" not in out.splitlines()[2]
+    row = _rows(out)["bc"]
+    assert float(row[1].replace(",", "")) > 0
+
+
+def test_unfused_variant_adds_columns_and_restores_the_fused_layer(capsys):
+    fused = speed.nets.VectorizedLinear.forward
+    assert speed.main(["--algos", "iql", "--unfused", "--no-d3rlpy", *TINY]) == 0
+    row = _rows(capsys.readouterr().out)["iql"]
+    assert len(row) == 4 and float(row[3]) > 0  # rate, unfused rate, fused / unfused
+    assert speed.nets.VectorizedLinear.forward is fused
+    # the unfused layer computes the same function
+    layer = speed.nets.VectorizedLinear(5, 4, n=3)
+    x = torch.randn(3, 7, 5)
+    with speed.unfused_critics():
+        looped = layer(x)
+    torch.testing.assert_close(looped, layer(x))
+
+
+def test_amp_adds_a_bfloat16_column(capsys):
+    assert speed.main(["--algos", "bc", "--amp", "--no-d3rlpy", *TINY]) == 0
+    out = capsys.readouterr().out
+    assert "| algorithm | updates/s | bf16 autocast updates/s |" in out
+    row = _rows(out)["bc"]
+    assert len(row) == 3 and float(row[2].replace(",", "")) > 0
+    assert not torch.is_autocast_enabled("cpu")  # the autocast context did not leak
+
+
+def test_missing_d3rlpy_prints_not_installed(monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "d3rlpy", None)  # makes `import d3rlpy` raise ImportError
+    assert speed.import_d3rlpy() is None
+    assert speed.main(["--algos", "bc", *TINY]) == 0
+    out = capsys.readouterr().out
+    assert "d3rlpy not installed" in out.splitlines()[0]
+    assert _rows(out)["bc"][2:] == ["not installed", "-", "-"]
+
+
+d3rlpy = speed.import_d3rlpy()
+needs_d3rlpy = pytest.mark.skipif(d3rlpy is None, reason="d3rlpy is not installed (optional benchmark dependency)")
+
+
+@needs_d3rlpy
+def test_d3rlpy_networks_have_minirls_sizes():
+    data = speed.synthetic_dataset(2000)
+    speed._quiet_d3rlpy()
+    d3data = speed.d3rlpy_dataset(data, d3rlpy)
+    expected = {"bc": 69_635, "iql": 278_537, "cql": 407_560, "cql-lagrange": 407_560, "bcq": 1_542_920}
+    for algo, n in expected.items():
+        assert speed.param_counts(algo, data, 256, d3data, d3rlpy) == (n, n), algo
+    assert speed.param_counts("sac-offline", data, 256, d3data, d3rlpy)[1] is None  # no d3rlpy counterpart
+    # the settings that decide the work per update
+    cql = speed.d3rlpy_config("cql", speed.minirl_config("cql"), 3, 256, d3rlpy)
+    assert (cql.batch_size, cql.n_critics, cql.n_action_samples, cql.alpha_learning_rate) == (256, 2, 10, 0.0)
+    bcq = speed.d3rlpy_config("bcq", speed.minirl_config("bcq"), 3, 256, d3rlpy)
+    assert (bcq.n_action_samples, bcq.imitator_encoder_factory.hidden_units) == (10, [750, 750])
+
+
+@needs_d3rlpy
+def test_main_measures_d3rlpy_in_the_same_run(capsys):
+    assert speed.main(["--algos", "bc", "sac-offline", *TINY]) == 0
+    out = capsys.readouterr().out
+    assert f"d3rlpy {d3rlpy.__version__}" in out.splitlines()[0]
+    rows = _rows(out)
+    assert float(rows["bc"][2].replace(",", "")) > 0 and float(rows["bc"][3]) > 0
+    assert rows["bc"][4] == "-"  # no speed target for BC
+    assert rows["sac-offline"][2] == "no counterpart"
+    sizes = [line for line in out.splitlines() if line.startswith("| bc | 69,635 | 69,635 | yes |")]
+    assert len(sizes) == 1
