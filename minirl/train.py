@@ -353,20 +353,31 @@ def _eval_every(scale: Scale, steps: int) -> int:
     return scale.eval_every if steps >= scale.steps else min(scale.eval_every, max(steps // 4, 1))
 
 
-def compile_agent(agent, backend: str = "inductor") -> list[str]:
+COMPILE_MODES = ("default", "reduce-overhead", "max-autotune")
+
+
+def compile_agent(agent, backend: str = "inductor", mode: str | None = None) -> list[str]:
     """Compile every network of ``agent`` in place with ``torch.compile`` (``nn.Module.compile``); returns their names.
 
     In place, so parameter names, checkpoints and optimisers are unchanged. The fallback: if a graph fails to
     compile, torch runs that piece eagerly instead of stopping (``torch._dynamo.config.suppress_errors``), with a
     warning. Meant for GPUs; on this project's CPU the compiled updates were not reliably faster (see
     benchmarks/README.md).
+
+    ``mode`` is ``torch.compile``'s: ``"reduce-overhead"`` records **CUDA graphs** of the compiled networks on a GPU
+    (one replay per call instead of one kernel launch per op), ``"max-autotune"`` also searches matmul kernels. A
+    mode needs the default backend, inductor.
     """
     import torch._dynamo
+    if mode is not None and mode not in COMPILE_MODES:
+        raise ValueError(f"compile mode must be one of {COMPILE_MODES}, got {mode!r}")
+    if mode is not None and backend != "inductor":
+        raise ValueError(f"a compile mode ({mode!r}) needs the inductor backend, got backend={backend!r}")
     torch._dynamo.config.suppress_errors = True
     names = []
     for name, value in getattr(agent, "__dict__", {}).items():
         if isinstance(value, torch.nn.Module):
-            value.compile(backend=backend)
+            value.compile(backend=backend, **({"mode": mode} if mode is not None else {}))
             names.append(name)
     if not names:
         raise ValueError(f"{type(agent).__name__} has no torch.nn.Module attributes to compile")
@@ -377,7 +388,7 @@ def run(algo: str, dataset: str, *, scale: str | None = None, steps: int | None 
         device: str = "cpu", out: str | Path | None = None, overrides: dict | None = None,
         batch_size: int | None = None, eval_every: int | None = None, eval_episodes: int | None = None,
         checkpoint_every: int | None = None, resume: bool = False, progress: bool = True,
-        compile: bool = False, amp: bool = False) -> dict:
+        compile: bool | str = False, amp: bool = False) -> dict:
     """Train ``algo`` on the named ``dataset`` at a scale: what ``python -m minirl train`` does.
 
     Loads (or makes) the dataset at the scale's size, builds the agent with ``overrides``, prepares states and
@@ -397,8 +408,9 @@ def run(algo: str, dataset: str, *, scale: str | None = None, steps: int | None 
         overrides.setdefault("max_steps", steps)
     torch.manual_seed(seed)  # the initial weights depend on the seed too
     agent, config = make_agent(algo, raw, device, **overrides)
-    if compile:
-        print(f"torch.compile: {', '.join(compile_agent(agent))}")
+    if compile:  # True, or a torch.compile mode such as "reduce-overhead" (CUDA graphs)
+        mode = None if compile is True else compile
+        print(f"torch.compile (mode {mode or 'default'}): {', '.join(compile_agent(agent, mode=mode))}")
     data, state_norm, reward_tf = prepare_dataset(raw, getattr(config, "normalize_states", False),
                                                   getattr(config, "reward_scale", None))
     out = Path(out or f"runs/{algo}-{dataset}-s{seed}")
@@ -439,8 +451,9 @@ def main(argv: list[str] | None = None) -> int:
     t.add_argument("--eval-episodes", type=int, default=None)
     t.add_argument("--checkpoint-every", type=int, default=None)
     t.add_argument("--resume", action="store_true", help="continue from <out>/checkpoint.pt")
-    t.add_argument("--compile", action="store_true",
-                   help="torch.compile the networks (for GPUs; falls back to eager where a graph fails)")
+    t.add_argument("--compile", nargs="?", const=True, default=False, choices=[True, *COMPILE_MODES],
+                   metavar="MODE", help="torch.compile the networks (for GPUs; falls back to eager where a graph "
+                   "fails); MODE reduce-overhead also records CUDA graphs, max-autotune tunes matmuls")
     t.add_argument("--amp", action="store_true",
                    help="bfloat16 autocast in the updates (hidden layers only; outputs and losses in float32)")
     t.add_argument("--lagrange", action="store_true", help="CQL only: learn alpha' (same as --algo cql-lagrange)")

@@ -229,3 +229,25 @@ def test_amp_needs_bfloat16_on_a_gpu(monkeypatch):
         assert torch.is_autocast_enabled("cpu") and torch.get_autocast_dtype("cpu") == torch.bfloat16
     with autocast("cpu", False):
         assert not torch.is_autocast_enabled("cpu")
+
+
+def test_compile_modes_reach_torch_compile(monkeypatch):
+    from minirl import train as train_mod
+    calls = []
+    monkeypatch.setattr(torch.nn.Module, "compile", lambda self, **kw: calls.append(kw))
+    agent = BC(3, 1, -2, 2)
+    assert train_mod.compile_agent(agent, mode="reduce-overhead") == ["actor"]
+    assert calls == [{"backend": "inductor", "mode": "reduce-overhead"}]
+    with pytest.raises(ValueError, match="compile mode must be one of"):
+        train_mod.compile_agent(agent, mode="fast")
+    with pytest.raises(ValueError, match="needs the inductor backend"):
+        train_mod.compile_agent(agent, backend="aot_eager", mode="max-autotune")
+    # the command line: --compile alone, with a mode, and not at all
+    seen = []
+    monkeypatch.setattr(train_mod, "run", lambda *a, **kw: seen.append(kw["compile"]))
+    base = ["train", "--algo", "bc", "--dataset", "pendulum-medium"]
+    for extra in ([], ["--compile"], ["--compile", "reduce-overhead"]):
+        assert main(base + extra) == 0
+    assert seen == [False, True, "reduce-overhead"]
+    with pytest.raises(SystemExit):
+        main(base + ["--compile", "fast"])
