@@ -103,10 +103,14 @@ def make_minirl(algo: str, data: OfflineDataset, device: str, overrides: dict | 
 
 
 def time_updates(algo: str, data: OfflineDataset, batch_size: int, seconds: float, device: str,
-                 unfused: bool = False, overrides: dict | None = None, amp: bool = False) -> float:
-    """Updates per second of ``algo`` over ``seconds`` after a warm-up (under bfloat16 autocast if ``amp``)."""
+                 unfused: bool = False, overrides: dict | None = None, amp: bool = False,
+                 compile: bool = False) -> float:
+    """Updates per second of ``algo`` over ``seconds`` after a warm-up (under bfloat16 autocast if ``amp``; with
+    every network compiled by ``train.compile_agent`` if ``compile``, the warm-up then includes the compilation)."""
     torch.manual_seed(0)
     agent, _ = make_minirl(algo, data, device, overrides)
+    if compile:
+        train.compile_agent(agent)
     gen = torch.Generator(device=device).manual_seed(0)
     ctx = unfused_critics() if unfused else contextlib.nullcontext()
     precision = train.autocast(device, amp)
@@ -336,6 +340,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
     p.add_argument("--unfused", action="store_true", help="also time the unfused variant")
     p.add_argument("--amp", action="store_true", help="also time minirl under bfloat16 autocast")
+    p.add_argument("--compile", action="store_true",
+                   help="also time minirl with every network compiled (torch.compile, default mode)")
     p.add_argument("--d3rlpy", action=argparse.BooleanOptionalAction, default=True,
                    help="also time d3rlpy's algorithms at the same sizes when d3rlpy is installed (default: on)")
     p.add_argument("--dataset-size", type=int, default=100_000, help="synthetic transitions")
@@ -368,6 +374,9 @@ def main(argv: list[str] | None = None) -> int:
     if a.amp:
         header += " bf16 autocast updates/s |"
         rule += " ---: |"
+    if a.compile:
+        header += " compiled updates/s | compiled / eager |"
+        rule += " ---: | ---: |"
     if a.d3rlpy:
         header += f" d3rlpy updates/s | minirl / d3rlpy | >= {TARGET:g}x d3rlpy |"
         rule += " ---: | ---: | :---: |"
@@ -386,6 +395,9 @@ def main(argv: list[str] | None = None) -> int:
         if a.amp:
             fast = time_updates(algo, data, a.batch_size, a.seconds, a.device, amp=True)
             row += f" {fast:,.1f} |"
+        if a.compile:
+            compiled = time_updates(algo, data, a.batch_size, a.seconds, a.device, compile=True)
+            row += f" {compiled:,.1f} | {compiled / rate:.2f} |"
         if a.d3rlpy:
             model = (None if d3rlpy is None
                      else make_d3rlpy(algo, data, d3data, a.batch_size, a.device, d3rlpy))

@@ -53,6 +53,24 @@ def test_amp_adds_a_bfloat16_column(capsys):
     assert not torch.is_autocast_enabled("cpu")  # the autocast context did not leak
 
 
+def test_compile_adds_a_compiled_column(monkeypatch, capsys):
+    compiled = []
+    real = speed.train.compile_agent
+
+    def quick(agent, backend="inductor", mode=None):  # aot_eager: the same graphs, no C++ build in a test
+        compiled.append(real(agent, backend="aot_eager"))
+        return compiled[-1]
+
+    monkeypatch.setattr(speed.train, "compile_agent", quick)
+    assert speed.main(["--algos", "bc", "--compile", "--no-d3rlpy", *TINY]) == 0
+    out = capsys.readouterr().out
+    assert "| algorithm | updates/s | compiled updates/s | compiled / eager |" in out
+    row = _rows(out)["bc"]
+    assert len(row) == 4 and float(row[2].replace(",", "")) > 0
+    assert float(row[3]) == pytest.approx(float(row[2].replace(",", "")) / float(row[1].replace(",", "")), abs=0.01)
+    assert compiled == [["actor"]]  # only the compiled measurement compiled the agent
+
+
 def test_missing_d3rlpy_prints_not_installed(monkeypatch, capsys):
     monkeypatch.setitem(sys.modules, "d3rlpy", None)  # makes `import d3rlpy` raise ImportError
     assert speed.import_d3rlpy() is None
