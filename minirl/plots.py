@@ -57,6 +57,33 @@ def missing_runs(runs: list[dict], labels, datasets, seeds) -> list[str]:
     return [f"{l}/{d}/s{s}" for l in labels for d in datasets for s in seeds if (l, d, s) not in have]
 
 
+def _hardware_line(hw: dict) -> str:
+    line = (f"{hw.get('cpu', '?')} ({hw.get('cpu_count', '?')} cores, {hw.get('torch_threads', '?')} thread), "
+            f"torch {hw.get('torch', '?')}")
+    return line + (f", GPU {hw['gpu']}" if hw.get("gpu") else "")
+
+
+def runs_table(runs: list[dict], labels, steps_for=None) -> str:
+    """A markdown table of where the runs come from: per label, the runs found, their scales and step counts, the
+    wall time they took in all and the hardware (CPU or GPU, threads, torch) recorded in their ``result.json``.
+
+    ``steps_for`` maps a column title to a function ``label -> steps``, e.g. ``{"cpu scale": SCALES["cpu"].steps_for}``,
+    to show beside the steps run what each scale gives the algorithm."""
+    steps_for = dict(steps_for or {})
+    lines = ["| algorithm | runs | scale | steps run | " + "".join(f"{t} | " for t in steps_for)
+             + "wall time | hardware |",
+             "| --- | ---: | --- | ---: | " + "---: | " * len(steps_for) + "---: | --- |"]
+    for label in labels:
+        mine = select(runs, label)
+        scales = ", ".join(sorted({r["scale"] for r in mine})) or "-"
+        steps = ", ".join(f"{n:,}" for n in sorted({r["steps"] for r in mine})) or "-"
+        hours = sum(r.get("wall_time_s") or 0 for r in mine) / 3600
+        hardware = "; ".join(sorted({_hardware_line(r["hardware"]) for r in mine if r.get("hardware")})) or "-"
+        budgets = "".join(f"{fn(label):,} | " for fn in steps_for.values())
+        lines.append(f"| {label} | {len(mine)} | {scales} | {steps} | {budgets}{hours:.1f} h | {hardware} |")
+    return "\n".join(lines)
+
+
 def score_summary(runs: list[dict]) -> dict[tuple[str, str], dict]:
     """``{(label, dataset): {"mean", "std", "n", "scores"}}`` of the final normalised scores over seeds."""
     groups: dict[tuple[str, str], list[float]] = {}

@@ -10,6 +10,8 @@ Reports, one line per problem (exit status 1 if any):
 - a page with math but no MathJax script;
 - raw TeX delimiters left in the text of a page (``$$``, ``\\[``, ``\\(``, a ``$...$`` pair), i.e. math that was not
   turned into a math element;
+- a Markdown table left as text (a ``| --- |`` rule in a paragraph), e.g. a notebook's ``display(Markdown(table))``
+  output that the Markdown renderer did not turn into a table;
 - a notebook page that shows fewer figures than its notebook has image outputs;
 - an internal link whose target page or anchor does not exist (citations, cross-references, the chapter map);
 - a citation that does not resolve: sphinxcontrib-bibtex renders an unknown key as an empty ``[]`` with no link,
@@ -31,6 +33,8 @@ from urllib.parse import unquote, urlsplit
 
 SKIP_TEXT_TAGS = {"script", "style", "pre", "code", "kbd", "samp", "textarea"}
 RAW_TEX = re.compile(r"\$\$|\\\[|\\\]|\\\(|\\\)|(?<![\w$])\$[^$\s][^$]*\$(?![\w$])")
+# the rule under a Markdown table's header, left as text; Sphinx's smartquotes turn its --- into an em dash
+RAW_TABLE = re.compile(r"\|\s*:?(?:-{3,}|\u2014|\u2013-?):?\s*\|")
 RAW_ROLE = re.compile(r"\{[a-z]+(?::[a-z]+)*\}`")   # {cite}`key`, {doc}`page`, {cite:t}`key` left as text
 CSS_URL = re.compile(r"""url\(\s*['"]?([^'")]+)['"]?\s*\)""")
 CSS_IMPORT = re.compile(r"""@import\s+(?:url\(\s*)?['"]?([^'")\s;]+)""")
@@ -188,6 +192,10 @@ def check_site(html_dir: str | Path, source_dir: str | Path | None = None, repos
             for m in RAW_TEX.finditer(text):
                 context = text[max(0, m.start() - 40): m.end() + 40].replace("\n", " ")
                 problems.append(f"{rel}: raw TeX {m.group()!r} in the text: ...{context}...")
+                break
+            for m in RAW_TABLE.finditer(text):
+                context = text[max(0, m.start() - 60): m.end() + 20].replace("\n", " ")
+                problems.append(f"{rel}: a Markdown table left as text (not rendered): ...{context}...")
                 break
             for m in RAW_ROLE.finditer(text):
                 context = text[max(0, m.start() - 40): m.end() + 40].replace("\n", " ")

@@ -99,7 +99,8 @@ def test_cdn_script_and_raw_tex_and_missing_figure_and_dead_anchor_are_caught(si
     page = html / "book" / "offline_rl.html"
     text = page.read_text()
     text = text.replace("../_static/mathjax/tex-mml-chtml.js", "https://cdn.jsdelivr.net/npm/mathjax@3/es5/tex-mml-chtml.js", 1)
-    text = text.replace("</h1>", "</h1><p>an unrendered $$x^2$$ formula and a {cite}`kumar2020cql` role</p>", 1)
+    text = text.replace("</h1>", "</h1><p>an unrendered $$x^2$$ formula and a {cite}`kumar2020cql` role</p>"
+                        "<p>| algo | score |\n| \u2014 | \u2014: |\n| bc | 1.0 |</p>", 1)  # a table left as text
     text = text.replace('href="#', 'href="#no-such-anchor-', 1)
     page.write_text(text)
     nb_page = html / "notebooks" / "01_offline_rl.html"
@@ -108,6 +109,7 @@ def test_cdn_script_and_raw_tex_and_missing_figure_and_dead_anchor_are_caught(si
     assert "loads https://cdn.jsdelivr.net" in problems and "from outside the site" in problems
     assert "raw TeX '$$'" in problems
     assert "MyST role '{cite}`' left as text" in problems
+    assert "book/offline_rl.html: a Markdown table left as text (not rendered)" in problems
     assert "an anchor that is not on that page" in problems
     assert "notebooks/01_offline_rl.html: shows" in problems
 
