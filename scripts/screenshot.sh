@@ -6,6 +6,8 @@
 #   bash scripts/screenshot.sh book/offline_rl notebooks/01_offline_rl
 # Another build (e.g. one with a repository named, whose notebook pages carry the Colab/Binder buttons):
 #   BOOK_HTML=/tmp/book/_build/html bash scripts/screenshot.sh notebooks/03_cql
+# A whole long page at once (the window is the page; crop the PNG to look at it in parts):
+#   WINDOW=1400,16000 bash scripts/screenshot.sh notebooks/04_iql
 # The PNGs stay in _build/ (ignored by git): look at them, do not commit them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -23,7 +25,7 @@ for page in "${pages[@]}"; do
   png="$out/$(basename "$page").png"
   # --virtual-time-budget lets MathJax finish typesetting before the capture; no network is needed or used
   "$browser" --headless --no-sandbox --disable-gpu --disable-background-networking --disable-component-update \
-    --disable-sync --user-data-dir="$profile" --virtual-time-budget=5000 --window-size=1400,2000 \
+    --disable-sync --user-data-dir="$profile" --virtual-time-budget=5000 --window-size=${WINDOW:-1400,2000} \
     --screenshot="$png" "file://$html/$page.html" >/dev/null 2>&1
   rm -rf "$profile"
   [ -s "$png" ] || { echo "Chromium wrote no screenshot for $page" >&2; exit 1; }
