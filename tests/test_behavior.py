@@ -1,4 +1,5 @@
 import numpy as np
+import pytest
 import torch
 
 from minirl.behavior import SACConfig, evaluate_policy, load_actor, rollout, train_sac
@@ -41,3 +42,50 @@ def test_rollout_format_and_determinism(tmp_path):
     with torch.no_grad():
         expected = actor.action(torch.as_tensor(det["observations"][:5])).numpy()
     assert np.allclose(det["actions"][:5], expected, atol=1e-6)
+
+
+def _small_run(path, steps, env_id="Pendulum-v1", **extra):
+    kw = dict(seed=3, config=small_sac(), snapshot_every=50, eval_every=100, eval_episodes=1, checkpoint_every=150,
+              progress=False) | extra
+    return train_sac(env_id, steps, path, **kw)
+
+
+def test_sac_resume_mid_episode_is_exact_and_replay_is_the_buffer(tmp_path):
+    from minirl.behavior import replay_dataset
+    _small_run(tmp_path / "whole", 300)
+    _small_run(tmp_path / "split", 150)            # stops mid-episode (Pendulum's episodes last 200 steps)
+    _small_run(tmp_path / "split", 300)
+    a = torch.load(tmp_path / "whole" / "checkpoint.pt", weights_only=False)
+    b = torch.load(tmp_path / "split" / "checkpoint.pt", weights_only=False)
+    assert all(torch.equal(a["agent"]["actor"][k], b["agent"]["actor"][k]) for k in a["agent"]["actor"])
+    ra, rb = replay_dataset(tmp_path / "whole", 300), replay_dataset(tmp_path / "split", 300)
+    assert all(np.array_equal(ra[k], rb[k]) for k in ra)
+    # the buffer in order: each transition starts where the last ended, except after an episode's end
+    assert np.array_equal(ra["observations"][1:200], ra["next_observations"][:199])
+    assert ra["timeouts"][199] and not ra["terminals"].any() and ra["timeouts"].sum() == 2  # limit at 200, cut at 300
+    assert not np.array_equal(ra["observations"][200], ra["next_observations"][199])       # a new episode
+    part = replay_dataset(tmp_path / "whole", 120)
+    assert all(np.array_equal(part[k][:119], ra[k][:119]) for k in ra) and part["timeouts"][119]
+    with pytest.raises(ValueError, match="holds 300 transitions before step 400"):
+        replay_dataset(tmp_path / "whole", 400)
+
+
+def test_sac_hopper_resume_restores_the_simulator(tmp_path):
+    kw = dict(env_id="Hopper-v5", config=SACConfig(hidden=(16,), batch_size=16, start_steps=40, update_after=40),
+              checkpoint_every=70)
+    _small_run(tmp_path / "whole", 140, **kw)
+    _small_run(tmp_path / "split", 70, **kw)
+    _small_run(tmp_path / "split", 140, **kw)
+    from minirl.behavior import replay_dataset
+    ra, rb = replay_dataset(tmp_path / "whole", 140), replay_dataset(tmp_path / "split", 140)
+    assert all(np.array_equal(ra[k], rb[k]) for k in ra)
+    assert ra["terminals"].any()   # Hopper falls under random actions: true terminals are recorded
+
+
+def test_sac_refuses_to_resume_with_other_settings_and_stops_at_its_goal(tmp_path):
+    _small_run(tmp_path, 150)
+    with pytest.raises(ValueError, match="seed was 3, now 4"):
+        _small_run(tmp_path, 300, seed=4)
+    history = _small_run(tmp_path / "goal", 1000, stop_return=-1e9, stop_after=2)  # any return reaches it
+    assert [h["step"] for h in history] == [100, 200]
+    assert torch.load(tmp_path / "goal" / "checkpoint.pt", weights_only=False)["step"] == 200
