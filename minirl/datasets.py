@@ -6,12 +6,16 @@ trained (:mod:`minirl.behavior`) and ships in ``minirl/assets/<task>/``. A datas
 * ``random``        uniform random actions;
 * ``medium``        a SAC snapshot stopped at roughly a third of the expert's return, actions sampled from it;
 * ``expert``        the best SAC snapshot, actions sampled from it;
-* ``medium-replay`` what SAC's replay buffer held up to the medium snapshot: the random warm-up, then every
+* ``medium-replay`` what SAC's replay buffer held up to the medium snapshot. Where the task ships it
+                    (``hopper``: ``assets/hopper/medium_replay.npz``, checked against its SHA-256 on load) it is that
+                    buffer itself, every transition in the order it happened, as D4RL defines the tier; otherwise
+                    (``pendulum``) it is *re-rolled* from the run's snapshots: the random warm-up, then every
                     snapshot on the way, each contributing transitions in proportion to the training steps it acted;
 * ``medium-expert`` ``medium`` followed by ``expert`` (twice the transitions).
 
 Every dataset is a deterministic function of its name, its size and the committed snapshots on a given kind of CPU
-(across CPU types, floating-point differences in MuJoCo and torch make long rollouts drift apart). It is made on first
+(across CPU types, floating-point differences in MuJoCo and torch make long rollouts drift apart); a shipped replay
+buffer is the same everywhere. It is made on first
 use (with a progress bar) and cached as ``.npz`` under ``$MINIRL_DATA`` (default ``~/.cache/minirl``).
 ``normalized_score(task, returns)`` is D4RL's ``100 * (R - R_random) / (R_expert - R_random)`` with the reference
 returns recorded in each task's ``manifest.json``.
@@ -49,6 +53,7 @@ class Task:
 
     replay: tuple                   # ((snapshot file or None for random warm-up, transitions), ...) up to medium
     info: dict                      # training provenance: steps, seed, evaluation returns of each snapshot
+    replay_file: dict | None = None  # {"file", "sha256", "transitions"}: a shipped replay buffer (replaces replay)
 
 
 def data_dir() -> Path:
@@ -67,8 +72,10 @@ def get_task(name: str) -> Task:
         raise FileNotFoundError(f"task {task!r} has no behaviour policies yet ({manifest} is missing); train them "
                                 f"with `python -m minirl.behavior` and export them with `export_assets`")
     m = json.loads(manifest.read_text())
+    shipped = isinstance(m["replay"], dict)
     return Task(task, TASKS[task], m["ref_random"], m["ref_expert"], m["sizes"], m["medium"], m["expert"],
-                tuple((s, n) for s, n in m["replay"]), m.get("info", {}))
+                () if shipped else tuple((s, n) for s, n in m["replay"]), m.get("info", {}),
+                m["replay"] if shipped else None)
 
 
 def available_tasks() -> list[str]:
@@ -108,7 +115,7 @@ def full_size(name: str) -> int:
     if tier == "medium-expert":
         return task.sizes["medium"] + task.sizes["expert"]
     if tier == "medium-replay":
-        return sum(n for _, n in task.replay)
+        return task.replay_file["transitions"] if task.replay_file else sum(n for _, n in task.replay)
     return task.sizes[tier]
 
 
@@ -122,6 +129,8 @@ def recipe_key(name: str) -> str:
         h.update((recipe_key(f"{task.name}-medium") + recipe_key(f"{task.name}-expert")).encode())
     elif tier in ("medium", "expert"):
         h.update((ASSETS / task.name / getattr(task, tier)).read_bytes())
+    elif tier == "medium-replay" and task.replay_file:
+        h.update(task.replay_file["sha256"].encode())
     elif tier == "medium-replay":
         for snapshot, count in task.replay:
             h.update(f"|{snapshot}|{count}".encode())
@@ -166,6 +175,8 @@ def make_dataset(name: str, n_transitions: int | None = None, progress: bool = T
     if tier in ("medium", "expert"):
         actor = load_actor(ASSETS / task.name / getattr(task, tier))
         return OfflineDataset(**rollout(task.env_id, n, seed, actor, progress=progress, desc=name), **bounds)
+    if task.replay_file:  # the shipped buffer: a smaller dataset is its first n transitions, in order
+        return load_replay_file(task).take(n)
     # medium-replay: one segment per snapshot, sized like the steps it acted during training
     counts = _proportional(np.array([c for _, c in task.replay]), n)
     parts = []
@@ -176,6 +187,54 @@ def make_dataset(name: str, n_transitions: int | None = None, progress: bool = T
         parts.append(OfflineDataset(**rollout(task.env_id, int(count), seed + i, actor, progress=progress,
                                               desc=f"{name} [{i + 1}/{len(counts)}]"), **bounds))
     return OfflineDataset.concatenate(parts)
+
+
+def pack_replay(data: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """A replay buffer in about half the bytes: ``next_observations`` is the next row's observation inside an
+    episode, so only the episodes' last next-observations are kept (``end_next_observations`` at ``ends``).
+    :func:`unpack_replay` gives back exactly the same arrays (checked here before anything is written)."""
+    ends = np.flatnonzero(data["terminals"] | data["timeouts"])
+    if len(ends) == 0 or ends[-1] != len(data["rewards"]) - 1:
+        raise ValueError("the last transition of a replay buffer must end an episode (terminal or timeout)")
+    packed = {k: data[k] for k in ("observations", "actions", "rewards", "terminals", "timeouts")}
+    packed |= {"ends": ends, "end_next_observations": data["next_observations"][ends]}
+    back = unpack_replay(packed)
+    if not all(np.array_equal(back[k], data[k]) for k in data):
+        raise ValueError("this replay buffer's next_observations are not the next rows' observations within "
+                         "episodes; it cannot be packed")
+    return packed
+
+
+def unpack_replay(packed) -> dict[str, np.ndarray]:
+    next_obs = np.empty_like(packed["observations"])
+    next_obs[:-1] = packed["observations"][1:]
+    next_obs[packed["ends"]] = packed["end_next_observations"]
+    return {k: packed[k] for k in ("observations", "actions", "rewards", "terminals", "timeouts")} | {
+        "next_observations": next_obs}
+
+
+def sha256(path: Path) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def load_replay_file(task: Task) -> OfflineDataset:
+    """The replay buffer a task ships (``assets/<task>/<file>``), after checking its SHA-256 against the manifest."""
+    from .behavior import make_env
+
+    path = ASSETS / task.name / task.replay_file["file"]
+    if not path.exists():
+        raise FileNotFoundError(f"{path} is missing: the {task.name}-medium-replay buffer ships with minirl; "
+                                "reinstall the package or restore the file from git")
+    digest = sha256(path)
+    if digest != task.replay_file["sha256"]:
+        raise ValueError(f"{path} is damaged: its SHA-256 is {digest[:12]}..., the manifest expects "
+                         f"{task.replay_file['sha256'][:12]}...; restore the file from git")
+    with np.load(path, allow_pickle=False) as f:
+        data = unpack_replay(f)
+    env = make_env(task.env_id)
+    ds = OfflineDataset(**data, action_low=env.action_space.low, action_high=env.action_space.high)
+    env.close()
+    return ds
 
 
 def _proportional(weights: np.ndarray, n: int) -> np.ndarray:
@@ -215,8 +274,8 @@ def dataset_info(name: str, n_transitions: int | None = None, progress: bool = T
 # Exporting behaviour policies from a SAC run into the package (maintainers only; the result is committed).
 # --------------------------------------------------------------------------------------------------------------
 
-def export_assets(task: str, run_dir: str | os.PathLike, sizes: dict, replay_every: int,
-                  replay_multiplier: float = 1.0, medium_step: int | None = None,
+def export_assets(task: str, run_dir: str | os.PathLike, sizes: dict, replay: str = "buffer",
+                  replay_every: int | None = None, replay_multiplier: float = 1.0, medium_step: int | None = None,
                   medium_window: tuple[float, float] | None = None,
                   expert_step: int | None = None, ref_expert: float | None = None, ref_expert_source: str = "",
                   episodes: int = 20, seed: int = 123) -> dict:
@@ -225,8 +284,12 @@ def export_assets(task: str, run_dir: str | os.PathLike, sizes: dict, replay_eve
     * ``expert``: the snapshot at ``expert_step``, or else the one with the best evaluation return;
     * ``medium``: the snapshot at ``medium_step``, or else the first whose evaluation return lies in
       ``medium_window``;
-    * ``medium-replay``: the random warm-up and every ``replay_every``-th step's snapshot up to medium, each
-      weighted by the training steps it acted (times ``replay_multiplier``, to make a small task's buffer useful).
+    * ``medium-replay`` with ``replay="buffer"`` (D4RL's definition): the run's own replay buffer from its first
+      step up to ``medium_step`` (:func:`minirl.behavior.replay_dataset`), written to ``medium_replay.npz``
+      (:func:`pack_replay`, compressed) with its SHA-256 in the manifest. With ``replay="snapshots"`` (how
+      ``pendulum`` was made, when the buffer was not kept): the random warm-up and every ``replay_every``-th step's
+      snapshot up to medium, each weighted by the training steps it acted (times ``replay_multiplier``), re-rolled
+      when the dataset is made.
     Reference returns: ``ref_random`` over ``5 * episodes`` uniform-random episodes, ``ref_expert`` over
     ``episodes`` stochastic episodes of the expert, so the expert dataset scores about 100. A run that has not
     reached expert level yet exports no expert: pass ``ref_expert`` (and say where it comes from in
@@ -236,8 +299,12 @@ def export_assets(task: str, run_dir: str | os.PathLike, sizes: dict, replay_eve
 
     import torch
 
-    from .behavior import evaluate_policy, load_actor
+    from .behavior import evaluate_policy, load_actor, replay_dataset
 
+    if replay not in ("buffer", "snapshots"):
+        raise ValueError(f"replay must be 'buffer' or 'snapshots', got {replay!r}")
+    if replay == "snapshots" and not replay_every:
+        raise ValueError("replay='snapshots' needs replay_every (the steps between re-rolled snapshots)")
     run = Path(run_dir)
     history = [json.loads(x) for x in (run / "history.jsonl").read_text().splitlines()]
     ckpt_cfg = json.loads((run / "config.json").read_text()) if (run / "config.json").exists() else {}
@@ -254,11 +321,12 @@ def export_assets(task: str, run_dir: str | os.PathLike, sizes: dict, replay_eve
     out = ASSETS / task
     if out.exists():
         shutil.rmtree(out)
-    (out / "replay").mkdir(parents=True)
+    out.mkdir(parents=True)
     env_id = TASKS[task]
     start_steps = int(ckpt_cfg.get("start_steps", 5000))
 
     def copy(step: int, dest: str) -> str:
+        (out / dest).parent.mkdir(exist_ok=True)
         shutil.copy(snaps[step], out / dest)
         return dest
 
@@ -267,13 +335,19 @@ def export_assets(task: str, run_dir: str | os.PathLike, sizes: dict, replay_eve
             shutil.copy(run / name, out / f"sac_{name}")
     medium = copy(medium_step, "medium.pt")
     expert = copy(expert_step, "expert.pt") if expert_step is not None else None
-    replay_steps = [s for s in sorted(snaps) if s % replay_every == 0 and start_steps < s < medium_step]
-    replay = [[None, int(start_steps * replay_multiplier)]]
-    bounds = [start_steps, *replay_steps, medium_step]
-    for a, b in zip(bounds[:-1], bounds[1:]):
-        snap = a if a in snaps else max(s for s in snaps if s <= a)
-        replay.append([copy(snap, f"replay/step_{snap:07d}.pt"), int((b - a) * replay_multiplier)])
-    replay = [r for r in replay if r[1] > 0]
+    if replay == "buffer":
+        np.savez_compressed(out / "medium_replay.npz", **pack_replay(replay_dataset(run, medium_step)))
+        replay_entry = {"file": "medium_replay.npz", "sha256": sha256(out / "medium_replay.npz"),
+                        "transitions": medium_step,
+                        "source": f"the SAC run's replay buffer, steps 0 to {medium_step} (the medium snapshot)"}
+    else:
+        replay_steps = [s for s in sorted(snaps) if s % replay_every == 0 and start_steps < s < medium_step]
+        replay_entry = [[None, int(start_steps * replay_multiplier)]]
+        bounds = [start_steps, *replay_steps, medium_step]
+        for a, b in zip(bounds[:-1], bounds[1:]):
+            snap = a if a in snaps else max(s for s in snaps if s <= a)
+            replay_entry.append([copy(snap, f"replay/step_{snap:07d}.pt"), int((b - a) * replay_multiplier)])
+        replay_entry = [r for r in replay_entry if r[1] > 0]
 
     ref_random = float(np.mean(evaluate_policy(None, env_id, 5 * episodes, seed)))
     torch.manual_seed(seed)
@@ -285,12 +359,12 @@ def export_assets(task: str, run_dir: str | os.PathLike, sizes: dict, replay_eve
     medium_return = float(np.mean(evaluate_policy(medium_actor, env_id, episodes, seed, deterministic=False)))
     manifest = {"env_id": env_id, "ref_random": ref_random, "ref_expert": ref_expert,
                 "ref_expert_source": ref_expert_source, "sizes": sizes,
-                "medium": medium, "expert": expert, "replay": replay,
+                "medium": medium, "expert": expert, "replay": replay_entry,
                 "info": {"sac_run_steps": max(snaps), "medium_step": medium_step, "expert_step": expert_step,
                          "eval_return_medium": evals[medium_step], "stochastic_return_medium": medium_return,
                          "eval_return_expert": evals.get(expert_step),
+                         "sac_precision": ckpt_cfg.get("precision", "float32"), "sac_seed": ckpt_cfg.get("seed"),
                          "reference_episodes": {"random": 5 * episodes, "expert": episodes}}}
     (out / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
     get_task.cache_clear()
     return manifest
-

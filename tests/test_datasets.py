@@ -170,3 +170,50 @@ def test_cache_key_follows_the_snapshots(monkeypatch, tmp_path):
         assert datasets.recipe_key("pendulum-random") == random_key  # random data uses no snapshot
     finally:
         get_task.cache_clear()
+
+
+def _hopper_run(path):
+    from minirl.behavior import SACConfig, train_sac
+    cfg = SACConfig(hidden=(16,), batch_size=16, start_steps=300, update_after=300)
+    train_sac("Hopper-v5", 600, path, seed=0, config=cfg, snapshot_every=100, eval_every=100, eval_episodes=1,
+              checkpoint_every=250, progress=False)
+
+
+def test_replay_buffer_packs_losslessly(tmp_path):
+    from minirl.behavior import replay_dataset
+    _hopper_run(tmp_path)
+    data = replay_dataset(tmp_path, 500)
+    packed = datasets.pack_replay(data)
+    assert packed["observations"].nbytes + packed["end_next_observations"].nbytes < 0.7 * (
+        data["observations"].nbytes + data["next_observations"].nbytes)
+    back = datasets.unpack_replay(packed)
+    assert all(np.array_equal(back[k], data[k]) and back[k].dtype == data[k].dtype for k in data)
+    broken = dict(data, next_observations=data["next_observations"] + 1.0)
+    with pytest.raises(ValueError, match="cannot be packed"):
+        datasets.pack_replay(broken)
+
+
+def test_shipped_replay_buffer_is_the_runs_buffer_checked_on_load(tmp_path, monkeypatch):
+    """A task whose medium-replay is its SAC run's own buffer (D4RL's definition), exported the way the hopper
+    assets are: the dataset is that buffer in order, a prefix for a smaller size, and a damaged file is refused."""
+    from minirl.behavior import replay_dataset
+    run = tmp_path / "run"
+    _hopper_run(run)
+    monkeypatch.setattr(datasets, "ASSETS", tmp_path / "assets")
+    get_task.cache_clear()
+    try:
+        m = datasets.export_assets("hopper", run, {"random": 1000, "medium": 1000, "expert": 1000},
+                                   medium_step=400, expert_step=600, episodes=1)
+        assert m["replay"]["transitions"] == 400 and m["info"]["medium_step"] == 400
+        full = make_dataset("hopper-medium-replay", progress=False)
+        want = replay_dataset(run, 400)
+        assert len(full) == 400 and all(np.array_equal(getattr(full, k), want[k]) for k in want)
+        part = make_dataset("hopper-medium-replay", 150, progress=False)
+        assert np.array_equal(part.observations, want["observations"][:150]) and part.timeouts[-1]
+        assert "hopper-medium-expert" in datasets.dataset_names()
+        path = tmp_path / "assets" / "hopper" / "medium_replay.npz"
+        path.write_bytes(path.read_bytes()[:-10] + b"0123456789")
+        with pytest.raises(ValueError, match="medium_replay.npz is damaged"):
+            make_dataset("hopper-medium-replay", progress=False)
+    finally:
+        get_task.cache_clear()
