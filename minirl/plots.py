@@ -85,17 +85,28 @@ def runs_table(runs: list[dict], labels, steps_for=None) -> str:
 
 
 def score_summary(runs: list[dict]) -> dict[tuple[str, str], dict]:
-    """``{(label, dataset): {"mean", "std", "n", "scores"}}`` of the final normalised scores over seeds."""
+    """``{(label, dataset): {"mean", "std", "n", "scores"}}`` of the final normalised scores over seeds.
+
+    ``std`` is the *sample* standard deviation (``ddof=1``, divisor ``n - 1``): with three seeds the population
+    standard deviation (divisor ``n``) would be smaller by a factor ``sqrt(2/3)``, about 18%.  With a single seed
+    there is no spread to estimate and ``std`` is ``nan``."""
     groups: dict[tuple[str, str], list[float]] = {}
     for r in runs:
         if r.get("score") is not None:
             groups.setdefault((r["label"], r["dataset"]), []).append(float(r["score"]))
-    return {k: {"mean": float(np.mean(v)), "std": float(np.std(v)), "n": len(v), "scores": v}
+    return {k: {"mean": float(np.mean(v)), "std": sample_std(v), "n": len(v), "scores": v}
             for k, v in groups.items()}
 
 
+def sample_std(values) -> float:
+    """The sample standard deviation, ``sqrt(sum (x - mean)^2 / (n - 1))``; ``nan`` for fewer than two values."""
+    x = np.asarray(values, dtype=float)
+    return float(np.std(x, ddof=1)) if x.size > 1 else float("nan")
+
+
 def score_table(runs: list[dict], labels=None, datasets=None) -> str:
-    """A markdown table: one row per dataset, one column per label, cells ``mean ± std (n seeds)``."""
+    """A markdown table: one row per dataset, one column per label, cells ``mean ± sample std (n seeds)``
+    (``mean (1)`` for a single seed, which has no spread)."""
     summary = score_summary(runs)
     labels = list(labels) if labels else sorted({k[0] for k in summary})
     datasets = list(datasets) if datasets else sorted({k[1] for k in summary})
@@ -104,7 +115,12 @@ def score_table(runs: list[dict], labels=None, datasets=None) -> str:
         cells = []
         for lab in labels:
             s = summary.get((lab, d))
-            cells.append("not run" if s is None else f"{s['mean']:.1f} ± {s['std']:.1f} ({s['n']})")
+            if s is None:
+                cells.append("not run")
+            elif s["n"] < 2:
+                cells.append(f"{s['mean']:.1f} ({s['n']})")
+            else:
+                cells.append(f"{s['mean']:.1f} ± {s['std']:.1f} ({s['n']})")
         lines.append(f"| {d} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 

@@ -206,3 +206,22 @@ def test_runs_table_states_where_the_runs_come_from():
     assert lines[3] == "| cql | 1 | smoke | 20 | 1,200 | 0.0 h | - |"  # no wall time, no hardware recorded
     assert lines[4] == "| iql | 0 | - | - | 1,200 | 0.0 h | - |"  # no run at all: said, not dropped
     assert len(plots.runs_table(runs, ["bc"]).splitlines()[0].split("|")) == 8  # no budget columns
+
+
+# --- the spread over seeds ---------------------------------------------------------------------------------------
+
+def test_sample_std_divides_by_n_minus_1():
+    # 1, 2, 6: mean 3, squared deviations 4 + 1 + 9 = 14; sample variance 14 / 2 = 7 (population: 14 / 3)
+    assert plots.sample_std([1.0, 2.0, 6.0]) == pytest.approx(7 ** 0.5)
+    assert plots.sample_std([5.0, 5.0]) == 0.0
+    assert np.isnan(plots.sample_std([4.0]))             # one seed: no spread to estimate
+
+
+def test_score_summary_and_table_use_the_sample_std():
+    runs = [{"label": "bcq", "dataset": "d", "seed": s, "score": v} for s, v in enumerate([10.0, 20.0, 45.0])]
+    runs.append({"label": "bc", "dataset": "d", "seed": 0, "score": 3.0})
+    s = plots.score_summary(runs)[("bcq", "d")]
+    # mean 25; deviations -15, -5, 20: sum of squares 650; sample SD sqrt(325) = 18.03 (population 14.72)
+    assert s["mean"] == pytest.approx(25.0) and s["std"] == pytest.approx(325 ** 0.5)
+    table = plots.score_table(runs, labels=["bcq", "bc"], datasets=["d"])
+    assert "| d | 25.0 ± 18.0 (3) | 3.0 (1) |" in table

@@ -9,6 +9,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
+import pytest
 
 from minirl import plots
 
@@ -35,9 +36,9 @@ def test_load_results_table_and_missing(tmp_path):
     np.testing.assert_array_equal(iql[0]["curve"]["step"], [100, 200])
     np.testing.assert_array_equal(iql[1]["curve"]["score"], [20.0, 50.0])
     s = plots.score_summary(runs)[("iql", "pendulum-medium")]
-    assert s["n"] == 2 and s["mean"] == 40.0 and s["std"] == 10.0
+    assert s["n"] == 2 and s["mean"] == 40.0 and s["std"] == pytest.approx(10.0 * 2 ** 0.5)  # sample SD, ddof=1
     table = plots.score_table(runs, labels=["bc", "iql"], datasets=["pendulum-medium", "hopper-medium"])
-    assert "| pendulum-medium | 25.0 ± 0.0 (1) | 40.0 ± 10.0 (2) |" in table
+    assert "| pendulum-medium | 25.0 (1) | 40.0 ± 14.1 (2) |" in table
     assert "| hopper-medium | not run | not run |" in table
     assert plots.missing_runs(runs, ["bc", "iql"], ["pendulum-medium"], [0, 1]) == ["bc/pendulum-medium/s1"]
     assert plots.load_results(tmp_path / "nowhere") == []
