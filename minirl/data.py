@@ -1,8 +1,10 @@
 """The offline dataset: D4RL's dict of transitions, checked once, then sampled on the device.
 
 Offline RL learns from a fixed set of transitions ``(s, a, r, s')``. D4RL (Fu et al. 2020, arXiv:2004.07219) stores
-them as a dict of equally long arrays, and Minari, its successor, exports the same dict; every offline RL code base
-reads this format, and so does :class:`OfflineDataset` (``OfflineDataset(**d4rl_dict)`` works)::
+them as a dict of equally long arrays; most offline RL code bases read this format, and so does
+:class:`OfflineDataset` (``OfflineDataset(**d4rl_dict)`` works). Minari, D4RL's successor, stores episodes instead
+(T + 1 observations, ``terminations``, ``truncations``); :meth:`OfflineDataset.from_minari` and
+:meth:`OfflineDataset.to_minari` convert exactly (:mod:`minirl.minari_io`)::
 
     observations       float32 (N, obs_dim)   s_i, the state the action was taken in
     actions            float32 (N, act_dim)   a_i
@@ -578,6 +580,17 @@ class OfflineDataset:
                    terminals=raw.terminals[:-1][keep], timeouts=timeouts[keep],
                    infos={k: v[:-1][keep] for k, v in raw.infos.items()},
                    action_low=action_low, action_high=action_high)
+
+    @classmethod
+    def from_minari(cls, dataset_or_id) -> OfflineDataset:
+        """A Minari dataset (or the id of one stored locally) as transitions; see :mod:`minirl.minari_io`."""
+        from .minari_io import from_minari
+        return from_minari(dataset_or_id)
+
+    def to_minari(self, dataset_id: str, env_id: str, **metadata):
+        """Write this dataset as a local Minari dataset; see :func:`minirl.minari_io.to_minari`."""
+        from .minari_io import to_minari
+        return to_minari(self, dataset_id, env_id, **metadata)
 
     # -- sampling -------------------------------------------------------------------------------------------------
 
