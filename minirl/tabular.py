@@ -27,7 +27,7 @@ Offline data
 ------------
 A dataset is a dict of equal-length 1-D arrays ``s, a, r, s_next, done`` (and ``timeout``, see
 ``sample_dataset``).  ``empirical_mdp`` turns it into the maximum-likelihood ("certainty equivalence") MDP:
-``T_hat(s'|s,a) = N(s,a,s') / N(s,a)`` and ``r_hat(s,a)`` = mean observed reward.  Pairs with ``N(s,a) = 0`` have no
+``P_hat(s'|s,a) = N(s,a,s') / N(s,a)`` and ``r_hat(s,a)`` = mean observed reward.  Pairs with ``N(s,a) = 0`` have no
 data at all; they are given an explicit, documented convention (a self-loop paying ``unseen_reward``), and every
 value computed at them is a consequence of that convention, not of the data.
 """
@@ -65,6 +65,9 @@ __all__ = [
     "cql_policy_evaluation",
     "cql_closed_form",
     "cql_lower_bound_alpha",
+    "chi_square",
+    "behavior_gap",
+    "cql_policy_change_margin",
     "expectile",
     "expectile_value_iteration",
     "awr_policy",
@@ -815,6 +818,59 @@ def cql_lower_bound_alpha(mdp_hat: FiniteMDP, mdp: FiniteMDP, pi: np.ndarray, pi
     if np.any(w[over] <= 0):
         return float("inf")
     return float(np.max(gap[over] / w[over]))
+
+
+def _check_support(mu: np.ndarray, pi_beta: np.ndarray, name: str = "mu") -> None:
+    outside = (mu > 0) & (pi_beta == 0)
+    if np.any(outside):
+        s, a = np.argwhere(outside)[0]
+        raise ValueError(f"{name} must be zero where pi_beta is zero (supp {name} inside supp pi_beta), but "
+                         f"{name}[{s}, {a}] = {mu[s, a]:.3g} with pi_beta[{s}, {a}] = 0")
+
+
+def chi_square(mu: np.ndarray, pi_beta: np.ndarray) -> np.ndarray:
+    """``chi^2(mu(.|s) || pi_beta(.|s)) = sum_a mu^2 / pi_beta - 1 = E_mu[mu / pi_beta - 1]``, one value per state.
+
+    The average of CQL's penalty (2) under the penalised distribution itself: it is what Theorems 3.2-3.4 of
+    Kumar et al. (2020) need to be non-negative. Requires ``supp mu`` inside ``supp pi_beta``. Returns ``(S,)``.
+    """
+    pi_beta = check_policy(pi_beta, *np.shape(pi_beta), name="pi_beta")
+    mu = check_policy(mu, *pi_beta.shape, name="mu")
+    _check_support(mu, pi_beta)
+    seen = pi_beta > 0
+    ratio2 = np.zeros_like(mu)
+    ratio2[seen] = mu[seen] ** 2 / pi_beta[seen]
+    return ratio2.sum(1) - 1.0
+
+
+def behavior_gap(Q: np.ndarray, pi_beta: np.ndarray, mu: np.ndarray) -> np.ndarray:
+    """``E_{a~pi_beta}[Q(s, a)] - E_{a~mu}[Q(s, a)]`` per state: how much Q prefers the data's actions to mu's.
+
+    CQL is *gap-expanding* (Kumar et al. 2020, Theorem 3.4): one update with penalty (2),
+    ``B Q_k - alpha (mu / pi_beta - 1)``, has this gap larger than the plain backup ``B Q_k`` by exactly
+    ``alpha * chi_square(mu, pi_beta)``. Returns ``(S,)``.
+    """
+    return state_values(Q, pi_beta) - state_values(Q, mu)
+
+
+def cql_policy_change_margin(mu: np.ndarray, pi_new: np.ndarray, pi_beta: np.ndarray) -> np.ndarray:
+    """The slack of the sufficient condition of Theorem 3.3 (Kumar et al. 2020), one value per state:
+
+        chi^2(mu || pi_beta)(s)  -  ||pi_new(.|s) - mu(.|s)||_1 * max_a mu(a|s) / pi_beta(a|s)
+
+    CQL's penalty is built from ``mu`` (in CQL(H), the softmax of the previous Q) while the backup and the value use
+    the new policy ``pi_new``. Where the slack is >= 0, ``E_{pi_new}[mu / pi_beta - 1](s) >= 0``; if it holds at every
+    state, the value ``E_{pi_new}[Q_hat]`` of penalty (2) with ``mu`` is below ``V^{pi_new}`` for every alpha >= 0
+    (without sampling error). Requires the supports of ``mu`` and ``pi_new`` inside that of ``pi_beta``.
+    """
+    pi_beta = check_policy(pi_beta, *np.shape(pi_beta), name="pi_beta")
+    pi_new = check_policy(pi_new, *pi_beta.shape, name="pi_new")
+    _check_support(pi_new, pi_beta, "pi_new")
+    chi2 = chi_square(mu, pi_beta)
+    seen = pi_beta > 0
+    ratio = np.zeros_like(pi_beta)
+    ratio[seen] = mu[seen] / pi_beta[seen]
+    return chi2 - np.abs(pi_new - mu).sum(1) * ratio.max(1)
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -253,3 +253,82 @@ def test_constrained_value_iteration_empty_state_value_and_bad_support():
     assert np.all(Q1[:3] - Q0[:3] >= expected_shift - 1e-12)
     with pytest.raises(ValueError, match="support must be a boolean array"):
         tab.constrained_value_iteration(mdp, np.ones((4, 3), dtype=bool))
+
+
+# --- CQL beyond Theorems 3.1-3.2: the chi-square divergence, policy updates (3.3), gap expansion (3.4) --------------
+
+def _softmax(x):
+    e = np.exp(x - x.max(1, keepdims=True))
+    return e / e.sum(1, keepdims=True)
+
+
+def test_chi_square_by_hand_and_support():
+    pi_beta = np.array([[0.5, 0.5, 0.0], [0.25, 0.25, 0.5]])
+    mu = np.array([[1.0, 0.0, 0.0], [0.25, 0.25, 0.5]])
+    # state 0: 1^2 / 0.5 - 1 = 1; state 1: mu = pi_beta, so 0
+    np.testing.assert_allclose(tab.chi_square(mu, pi_beta), [1.0, 0.0], atol=1e-15)
+    # it is sum (mu - pi_beta)^2 / pi_beta, i.e. E_mu[mu / pi_beta - 1] = E_mu[c^(2)]
+    c = tab.cql_penalty_weights(pi_beta, mu, variant=2)
+    np.testing.assert_allclose(tab.chi_square(mu, pi_beta), tab.state_values(c, mu), atol=1e-15)
+    with pytest.raises(ValueError, match="supp mu inside supp pi_beta"):
+        tab.chi_square(np.array([[0.0, 0.0, 1.0], [1.0, 0.0, 0.0]]), pi_beta)
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("alpha", [0.1, 2.0])
+def test_one_cql_update_expands_the_gap_by_alpha_chi_square(seed, alpha):
+    """Theorem 3.4: B Q - alpha (mu / pi_beta - 1) prefers the data's actions to mu's by exactly alpha chi^2 more."""
+    rng = np.random.default_rng(seed)
+    mdp = tab.random_mdp(5, 3, gamma=0.9, seed=seed, branching=3)
+    pi, pi_beta, mu = (rng.dirichlet(np.ones(3), size=5) for _ in range(3))
+    Q = rng.normal(size=(5, 3))
+    plain = tab.bellman_operator(mdp, Q, pi)
+    cql = plain - alpha * tab.cql_penalty_weights(pi_beta, mu, variant=2)
+    expansion = tab.behavior_gap(cql, pi_beta, mu) - tab.behavior_gap(plain, pi_beta, mu)
+    np.testing.assert_allclose(expansion, alpha * tab.chi_square(mu, pi_beta), atol=1e-12)
+    assert np.all(expansion > 0)            # mu != pi_beta almost surely: a strict expansion at every state
+
+
+def test_policy_change_margin_by_hand():
+    pi_beta = np.array([[0.5, 0.5]])
+    mu = np.array([[0.75, 0.25]])           # chi^2 = 0.75^2/0.5 + 0.25^2/0.5 - 1 = 0.25; max mu/pi_beta = 1.5
+    np.testing.assert_allclose(tab.cql_policy_change_margin(mu, mu, pi_beta), [0.25])
+    new = np.array([[0.65, 0.35]])          # ||new - mu||_1 = 0.2: 0.25 - 0.2 * 1.5 = -0.05
+    np.testing.assert_allclose(tab.cql_policy_change_margin(mu, new, pi_beta), [-0.05])
+    with pytest.raises(ValueError, match="supp pi_new inside supp pi_beta"):
+        tab.cql_policy_change_margin(mu, new, np.array([[1.0, 0.0]]))
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_theorem_3_3_value_bound_survives_a_small_policy_update(seed):
+    """Penalty built from mu = softmax(Q_k), backup and value with a new policy close to mu: where the margin is
+    >= 0 at every state, E_new[Q_hat] <= V^new for every alpha; E_new[c_mu] >= 0 is what the proof uses."""
+    rng = np.random.default_rng(seed)
+    mdp = tab.random_mdp(6, 3, gamma=0.9, seed=seed, branching=3)
+    pi_beta = rng.dirichlet(np.full(3, 2.0), size=6)
+    mu = _softmax(rng.normal(size=(6, 3)))
+    c_mu = tab.cql_penalty_weights(pi_beta, mu, variant=2)
+    for t in (0.0, 0.01, 0.02):             # small steps away from mu
+        new = (1 - t) * mu + t * rng.dirichlet(np.ones(3), size=6)
+        margin = tab.cql_policy_change_margin(mu, new, pi_beta)
+        if np.all(margin >= 0):
+            assert np.all(tab.state_values(c_mu, new) >= -1e-12)
+            V_new = tab.state_values(tab.evaluate_policy_exact(mdp, new), new)
+            for alpha in (0.1, 1.0, 10.0):
+                Q_hat = tab.cql_closed_form(mdp, new, pi_beta, alpha, mu=mu, variant=2)
+                assert np.all(tab.state_values(Q_hat, new) <= V_new + 1e-10)
+    assert np.all(tab.cql_policy_change_margin(mu, mu, pi_beta) >= 0)   # t = 0 always qualifies
+
+
+def test_theorem_3_3_bound_can_fail_after_a_large_policy_update():
+    """With gamma = 0 the value is V^new - alpha E_new[c_mu]: a state where the new policy puts its mass on actions
+    mu under-weights (E_new[c_mu] < 0) is overestimated, for every alpha > 0."""
+    mdp = tab.random_mdp(1, 2, gamma=0.0, seed=0)
+    pi_beta = np.array([[0.5, 0.5]])
+    mu = np.array([[0.9, 0.1]])
+    new = np.array([[0.0, 1.0]])             # all mass on the action mu neglects
+    assert tab.cql_policy_change_margin(mu, new, pi_beta)[0] < 0
+    V_new = tab.state_values(tab.evaluate_policy_exact(mdp, new), new)
+    V_hat = tab.state_values(tab.cql_closed_form(mdp, new, pi_beta, 1.0, mu=mu, variant=2), new)
+    np.testing.assert_allclose(V_hat - V_new, [1.0 * (1 - 0.1 / 0.5)])   # -alpha E_new[c_mu] = -(0.2 - 1) = 0.8
+    assert V_hat[0] > V_new[0]
