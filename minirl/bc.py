@@ -5,24 +5,34 @@ Supervised learning of the dataset's actions, no rewards:
     gaussian:       min_phi  E_(s,a)~D [ -log pi_phi(a | s) ]               (the BC of the IQL paper: AWR with beta = 0)
 BC recovers the behaviour policy's return when the data comes from one policy; on mixed-quality data it averages
 good and bad actions, which is the gap that offline RL closes (``%BC``, filtered BC, and the later chapters).
+
+One difference from CORL's ``any_percent_bc.py``: :func:`mse_loss` SUMS the squared error over the action
+dimensions (and averages over the batch), while CORL averages over both (``F.mse_loss``). The two losses differ by
+the constant factor ``|A|``: same minimiser, and Adam's steps are invariant to a constant scaling of the loss (up
+to its epsilon), so training is the same in practice. On Pendulum (``|A| = 1``) they are identical.
 """
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from typing import Literal
 
 import numpy as np
 import torch
 
+from .config import LAYERS, POSITIVE, check_fields
 from .nets import DeterministicActor, GaussianActor
 
 
 @dataclass
 class BCConfig:
-    hidden: tuple = (256, 256)     # actor layer sizes
-    lr: float = 3e-4               # Adam learning rate
-    actor: str = "deterministic"   # "deterministic" (MSE) or "gaussian" (negative log-likelihood)
-    normalize_states: bool = True  # train on (s - mean) / std of the dataset
-    reward_scale: str | None = None  # BC ignores rewards
+    hidden: tuple[int, ...] = (256, 256)  # actor layer sizes
+    lr: float = 3e-4                      # Adam learning rate
+    actor: Literal["deterministic", "gaussian"] = "deterministic"  # MSE, or negative log-likelihood
+    normalize_states: bool = True         # train on (s - mean) / std of the dataset
+    reward_scale: Literal["return_range"] | None = None  # BC ignores rewards
+
+    def __post_init__(self):
+        check_fields(self, hidden=LAYERS, lr=POSITIVE)
 
 
 def mse_loss(pred_actions: torch.Tensor, data_actions: torch.Tensor) -> torch.Tensor:

@@ -32,11 +32,15 @@ Which setting follows which reference
 -------------------------------------
 * Networks 3x256 for actor and critics, two critics, policy lr 1e-4, critic lr 3e-4, tau 5e-3, gamma 0.99,
   alpha 5.0, N = 10, T = 1, target entropy -|A|, no entropy in the TD target (``deterministic_backup``), the
-  Lagrange threshold 5.0, log alpha' starting at 0: the authors' code (aviralkumar2907/CQL, ``d4rl/rlkit/torch/sac/
-  cql.py`` with ``examples/cql_mujoco_new.py``) and young-geng/CQL (``SimpleSAC/conservative_sac.py``).
+  Lagrange threshold 5.0, log alpha' starting at 0: the authors' MuJoCo script (aviralkumar2907/CQL,
+  ``d4rl/examples/cql_mujoco_new.py`` with ``d4rl/rlkit/torch/sac/cql.py``). The reimplementations default
+  otherwise: young-geng/CQL (``SimpleSAC/conservative_sac.py``) to 256-256 networks, policy lr 3e-4, Lagrange
+  threshold 1.0 and log alpha' starting at 1.0; CORL (``algorithms/offline/cql.py``) to policy lr 3e-5 and alpha 10.
 * ``cql_alpha * alpha'`` (the multiplier scales the Lagrange term), ``bc_steps``, ``reward_multiplier`` and
   ``reward_bias``: young-geng/CQL and CORL (``algorithms/offline/cql.py``).
-* Discrete CQL: d3rlpy's ``DiscreteCQL`` (double DQN, hard target copies, alpha 1.0).
+* Discrete CQL: the structure of d3rlpy's ``DiscreteCQL`` (double DQN, hard target copies, alpha 1.0), but NOT its
+  TD loss: d3rlpy's DQN uses a Huber loss, :class:`DiscreteCQL` the plain squared error (they agree for TD errors
+  below 1).
 
 What this file does differently
 -------------------------------
@@ -49,17 +53,26 @@ What this file does differently
   ``T * logsumexp((Q - log p) / T)``, which is the same at the default ``T = 1``.
 * Like every reference, the estimate omits the ``- log(3N)`` of a Monte-Carlo average: it shifts the penalty's
   value (hence the meaning of ``target_action_gap``) by a constant and leaves its gradient unchanged.
+* The actor's loss uses the critic AFTER this step's critic update (critic step, then actor step); CORL, young-geng
+  and rlkit compute the actor loss from the pre-update critic. Not measured whether it matters.
+* SAC's temperature compares the target entropy -|A| with log pi(a|s) of the action in the ENVIRONMENT's bounds
+  (as the actor's entropy term); the references act in a [-1, 1] box. For bounds [-k, k],
+  log pi_env = log pi_box - |A| ln k, so the effective target in box units is -|A| (1 + ln k): on Pendulum
+  (k = 2) lower by |A| ln 2 ~ 0.69 than the references'; identical on MuJoCo tasks with k = 1. Pass
+  ``target_entropy`` to choose another value.
 """
 from __future__ import annotations
 
 import copy
 import math
 from dataclasses import asdict, dataclass
+from typing import Literal
 
 import numpy as np
 import torch
 from torch.distributions import Normal
 
+from .config import AT_LEAST_ONE, LAYERS, NON_NEGATIVE, POSITIVE, UserError, check_fields, interval
 from .nets import CriticEnsemble, TanhGaussianActor, mlp, soft_update
 
 MAX_ALPHA_PRIME = 1e6  # alpha' is clamped to [0, MAX_ALPHA_PRIME]
@@ -71,8 +84,8 @@ MAX_ALPHA_PRIME = 1e6  # alpha' is clamped to [0, MAX_ALPHA_PRIME]
 
 @dataclass
 class CQLConfig:
-    actor_hidden: tuple = (256, 256, 256)   # policy pi_phi layer sizes
-    critic_hidden: tuple = (256, 256, 256)  # Q_theta layer sizes
+    actor_hidden: tuple[int, ...] = (256, 256, 256)   # policy pi_phi layer sizes
+    critic_hidden: tuple[int, ...] = (256, 256, 256)  # Q_theta layer sizes
     n_critics: int = 2                      # Q_1, Q_2 (clipped double Q: the min is used by the actor and target)
     actor_lr: float = 1e-4                  # policy learning rate
     critic_lr: float = 3e-4                 # Q learning rate
@@ -91,25 +104,17 @@ class CQLConfig:
     max_target_backup: bool = False         # target max over N policy actions at s' instead of one sample
     bc_steps: int = 0                       # first K steps train the actor by behaviour cloning (policy_eval_start)
     reward_multiplier: float = 1.0          # r <- reward_multiplier * r + reward_bias, applied in update()
-    reward_bias: float = 0.0
+    reward_bias: float = 0.0                # (the b of r <- m * r + b)
     normalize_states: bool = True           # train on (s - mean) / std of the dataset (train.prepare_dataset)
-    reward_scale: str | None = None         # None or "return_range" (train.prepare_dataset)
+    reward_scale: Literal["return_range"] | None = None  # None or "return_range" (train.prepare_dataset)
 
     def __post_init__(self):
-        checks = [("cql_alpha", self.cql_alpha >= 0, "a number >= 0"),
-                  ("n_actions", isinstance(self.n_actions, int) and self.n_actions >= 1, "an integer >= 1"),
-                  ("temperature", self.temperature > 0, "a number > 0"),
-                  ("gamma", 0 <= self.gamma < 1, "in [0, 1)"),
-                  ("tau", 0 < self.tau <= 1, "in (0, 1]"),
-                  ("n_critics", isinstance(self.n_critics, int) and self.n_critics >= 1, "an integer >= 1"),
-                  ("bc_steps", isinstance(self.bc_steps, int) and self.bc_steps >= 0, "an integer >= 0"),
-                  ("actor_hidden", len(self.actor_hidden) > 0, "a non-empty tuple of layer sizes"),
-                  ("critic_hidden", len(self.critic_hidden) > 0, "a non-empty tuple of layer sizes")]
-        for name, ok, expected in checks:
-            if not ok:
-                raise ValueError(f"CQLConfig.{name} must be {expected}, got {getattr(self, name)!r}")
+        check_fields(self, actor_hidden=LAYERS, critic_hidden=LAYERS, n_critics=AT_LEAST_ONE, actor_lr=POSITIVE,
+                     critic_lr=POSITIVE, alpha_lr=POSITIVE, alpha_prime_lr=POSITIVE, gamma=interval("[0, 1)"),
+                     tau=interval("(0, 1]"), cql_alpha=NON_NEGATIVE, n_actions=AT_LEAST_ONE, temperature=POSITIVE,
+                     bc_steps=NON_NEGATIVE)
         if self.lagrange and self.cql_alpha == 0:
-            raise ValueError("CQLConfig.cql_alpha must be > 0 when lagrange=True (it multiplies alpha'), got 0")
+            raise UserError("CQLConfig.cql_alpha must be > 0 when lagrange=True (it multiplies alpha'), got 0")
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -350,7 +355,7 @@ class CQL:
 
 @dataclass
 class DiscreteCQLConfig:
-    hidden: tuple = (256, 256)        # Q-network layer sizes (obs -> one Q per action)
+    hidden: tuple[int, ...] = (256, 256)  # Q-network layer sizes (obs -> one Q per action)
     lr: float = 6.25e-5               # Adam learning rate (d3rlpy's DQN / DiscreteCQL default)
     gamma: float = 0.99               # discount gamma
     cql_alpha: float = 1.0            # alpha: weight of logsumexp_a Q(s, a) - Q(s, a_data); 0 gives (double) DQN
@@ -358,13 +363,8 @@ class DiscreteCQLConfig:
     target_update_every: int = 8000   # hard copy of the online network into the target every this many steps
 
     def __post_init__(self):
-        if self.cql_alpha < 0:
-            raise ValueError(f"DiscreteCQLConfig.cql_alpha must be >= 0, got {self.cql_alpha!r}")
-        if not 0 <= self.gamma < 1:
-            raise ValueError(f"DiscreteCQLConfig.gamma must be in [0, 1), got {self.gamma!r}")
-        if not (isinstance(self.target_update_every, int) and self.target_update_every >= 1):
-            raise ValueError(f"DiscreteCQLConfig.target_update_every must be an integer >= 1, "
-                             f"got {self.target_update_every!r}")
+        check_fields(self, hidden=LAYERS, lr=POSITIVE, gamma=interval("[0, 1)"), cql_alpha=NON_NEGATIVE,
+                     target_update_every=AT_LEAST_ONE)
 
 
 class DiscreteCQL:

@@ -25,22 +25,28 @@ What this file adds or changes:
   does not normalise MuJoCo states) -- set ``normalize_states=False`` for the official behaviour;
 * ``n_critics`` replicas (2 in the paper, min over all of them) and a ``target_update_period`` (1 in the paper);
 * ``actor="deterministic"``: AWR-weighted squared error ``w * ||pi(s) - a||^2`` (CORL's ``iql_deterministic``).
+The reward scale 1000 / (max - min episode return) is computed over all the episodes of
+``OfflineDataset.episode_bounds``, an unfinished last trajectory included: that is what the official code does
+(CORL drops the unfinished trajectory). The comment in ``OfflineDataset.return_range_scaler`` that the official
+code skips it is mistaken; the behaviour is the official one.
 """
 from __future__ import annotations
 
 import copy
 import math
 from dataclasses import asdict, dataclass
+from typing import Literal
 
 import numpy as np
 import torch
 
+from .config import AT_LEAST_ONE, LAYERS, NON_NEGATIVE, POSITIVE, check_fields, interval
 from .nets import CriticEnsemble, DeterministicActor, GaussianActor, mlp, soft_update
 
 
 @dataclass
 class IQLConfig:
-    hidden: tuple = (256, 256)          # layer sizes of the actor, the critics and V
+    hidden: tuple[int, ...] = (256, 256)  # layer sizes of the actor, the critics and V
     actor_lr: float = 3e-4              # Adam learning rate of pi_phi (decayed by a cosine, see cosine_actor_lr)
     critic_lr: float = 3e-4             # Adam learning rate of Q_theta
     value_lr: float = 3e-4              # Adam learning rate of V_psi
@@ -51,29 +57,17 @@ class IQLConfig:
     beta: float = 3.0                   # inverse temperature beta of the advantage weights
     max_exp_adv: float = 100.0          # clamp on exp(beta * advantage)
     n_critics: int = 2                  # critic replicas Q_1..Q_n; targets use their minimum
-    actor: str = "gaussian"             # "gaussian" (log-likelihood, the paper) or "deterministic" (squared error)
+    actor: Literal["gaussian", "deterministic"] = "gaussian"  # log-likelihood (the paper), or squared error
     cosine_actor_lr: bool = True        # actor lr = actor_lr * (1 + cos(pi t / max_steps)) / 2
     max_steps: int = 1_000_000          # length of the cosine schedule (train.run sets it to the run's steps)
     normalize_states: bool = True       # train on (s - mean) / std of the dataset
-    reward_scale: str | None = "return_range"  # r * 1000 / (max return - min return); None keeps raw rewards
+    reward_scale: Literal["return_range"] | None = "return_range"  # r * 1000 / (max R - min R); None: raw rewards
 
     def __post_init__(self):
-        checks = [
-            ("actor", self.actor in ("gaussian", "deterministic"), "'gaussian' or 'deterministic'"),
-            ("expectile", 0.0 < self.expectile < 1.0, "in (0, 1)"),
-            ("beta", self.beta >= 0.0, ">= 0"),
-            ("max_exp_adv", self.max_exp_adv > 0.0, "> 0"),
-            ("gamma", 0.0 <= self.gamma < 1.0, "in [0, 1)"),
-            ("tau", 0.0 < self.tau <= 1.0, "in (0, 1]"),
-            ("n_critics", int(self.n_critics) >= 1, ">= 1"),
-            ("target_update_period", int(self.target_update_period) >= 1, ">= 1"),
-            ("max_steps", int(self.max_steps) >= 1, ">= 1"),
-            ("reward_scale", self.reward_scale in (None, "return_range"), "None or 'return_range'"),
-        ]
-        for name, ok, expected in checks:
-            if not ok:
-                raise ValueError(f"IQLConfig.{name} must be {expected}, got {getattr(self, name)!r}")
-        self.hidden = tuple(self.hidden)
+        check_fields(self, hidden=LAYERS, actor_lr=POSITIVE, critic_lr=POSITIVE, value_lr=POSITIVE,
+                     gamma=interval("[0, 1)"), tau=interval("(0, 1]"), target_update_period=AT_LEAST_ONE,
+                     expectile=interval("(0, 1)"), beta=NON_NEGATIVE, max_exp_adv=POSITIVE, n_critics=AT_LEAST_ONE,
+                     max_steps=AT_LEAST_ONE)
 
 
 # --------------------------------------------------------------------------------------------------------------
