@@ -25,10 +25,10 @@ import ast
 import copy
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
-import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import numpy as np
@@ -73,8 +73,14 @@ def mismatch(got, want, atol: float = 1e-6, rtol: float = 1e-6) -> str | None:
             f"\n    got      {_fmt(g)}\n    expected {_fmt(w)}")
 
 
+_VERDICTS: list[dict] = []  # every report() appends its verdict here: the grader reads it (minirl.grading)
+
+
 class Checks:
-    """Run a task's checks, print failures with their inputs, then one summary line ``<task>: k/n checks passed``."""
+    """Run a task's checks, print failures with their inputs, then one summary line ``<task>: k/n checks passed``.
+
+    ``report()`` also records the verdict (task, checks passed, checks run, not implemented) for the grader, which
+    takes a task's grade from this record of the reference checker, never from what a notebook stores or prints."""
 
     def __init__(self, task: str):
         self.task, self.n, self.passed, self.not_implemented = task, 0, 0, None
@@ -99,6 +105,8 @@ class Checks:
             print(f"check FAILED: {description}\n    {problem}")
 
     def report(self) -> None:
+        _VERDICTS.append({"task": self.task, "passed": self.passed, "n": self.n,
+                          "not_implemented": self.not_implemented})
         if self.not_implemented is not None:
             print(f"{self.task}: not implemented yet (NotImplementedError: {self.not_implemented})")
         else:
@@ -420,10 +428,308 @@ def check_bcq_action_mask(fn) -> None:
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# Student copies: generated from the reference notebooks
+# Agent and experiment tasks: small fixed problems, agents built from a seed, checks against minirl's own agents
+# ---------------------------------------------------------------------------------------------------------------
+
+THRESHOLDS = (0.0, 0.1, 0.5, 1.0)      # discrete BCQ's threshold tau, chapter 2's experiment
+ALPHAS = (0.0, 0.1, 1.0, 10.0)         # discrete CQL's alpha, chapter 3's experiment
+EXPECTILES = (0.5, 0.7, 0.9, 0.99)     # IQL's expectile tau, chapter 4's experiment
+AGENT_STEPS = 20                       # updates compared step by step in an agent task
+
+
+def tabular_exercise():
+    """The small offline problem of chapters 2 and 3's agent and experiment tasks.
+
+    An 8-state, 4-action random MDP (rewards in [-1, 0], gamma 0.9) and 400 transitions of a behaviour policy that
+    takes action 0 (70%) or 1 (30%), never 2 or 3. States are one-hot vectors. Returns a namespace with ``mdp``,
+    ``pi_beta``, ``data`` (the tabular arrays), ``states`` (the 8 one-hot states, float32), ``bcq_batch`` (``act`` of
+    shape (N, 1), as discrete BCQ takes it) and ``cql_batch`` (``act`` int64 of shape (N,)), the whole dataset as one
+    batch.
+    """
+    from types import SimpleNamespace
+
+    import torch
+
+    from . import tabular as tab
+    S, A = 8, 4
+    mdp = tab.random_mdp(S, A, gamma=0.9, seed=0, branching=3, reward_range=(-1.0, 0.0))
+    pi_beta = np.zeros((S, A))
+    pi_beta[:, 0], pi_beta[:, 1] = 0.7, 0.3
+    data = tab.sample_dataset(mdp, pi_beta, 400, seed=0)
+    eye = torch.eye(S)
+    common = {"obs": eye[data["s"]], "next_obs": eye[data["s_next"]],
+              "rew": torch.as_tensor(data["r"], dtype=torch.float32),
+              "done": torch.as_tensor(data["done"], dtype=torch.float32)}
+    return SimpleNamespace(mdp=mdp, pi_beta=pi_beta, data=data, states=np.eye(S, dtype=np.float32),
+                           bcq_batch={**common, "act": torch.as_tensor(data["a"], dtype=torch.float32)[:, None]},
+                           cql_batch={**common, "act": torch.as_tensor(data["a"])})
+
+
+def make_discrete_bcq(threshold: float = 0.3, seed: int = 0):
+    """Discrete BCQ for :func:`tabular_exercise`: 32-32 networks, Adam 1e-2, gamma 0.9, Polyak 0.1; seeded."""
+    import torch
+
+    from .bcq import DiscreteBCQ, DiscreteBCQConfig
+    torch.manual_seed(seed)
+    return DiscreteBCQ(8, 1, config=DiscreteBCQConfig(n_actions=4, hidden=(32, 32), lr=1e-2, gamma=0.9,
+                                                      threshold=threshold, target_tau=0.1))
+
+
+def make_discrete_cql(cql_alpha: float = 1.0, seed: int = 0):
+    """Discrete CQL for :func:`tabular_exercise`: 32-32 network, Adam 1e-2, gamma 0.9, target copied every 25."""
+    import torch
+
+    from .cql import DiscreteCQL, DiscreteCQLConfig
+    torch.manual_seed(seed)
+    return DiscreteCQL(8, 4, config=DiscreteCQLConfig(hidden=(32, 32), lr=1e-2, gamma=0.9, cql_alpha=cql_alpha,
+                                                      target_update_every=25))
+
+
+def greedy_return(agent, problem) -> float:
+    """The true return, in ``problem.mdp``, of the deterministic policy ``agent.act`` at every state."""
+    from . import tabular as tab
+    actions = np.asarray(agent.act(problem.states)).reshape(-1)
+    return tab.policy_return(problem.mdp, np.eye(problem.mdp.n_actions)[actions])
+
+
+def continuous_exercise(n: int = 256, seed: int = 0) -> dict:
+    """The small continuous dataset of chapter 4's agent and experiment tasks, as one batch of tensors.
+
+    States ``s`` uniform in [-1, 1]^2; the behaviour aims at ``a = s_0 / 2`` with noise 0.5 (clipped to [-1, 1]);
+    the reward ``1 - 4 (a - s_0)^2`` is best at ``a = s_0``; next states are ``s`` plus noise, and half the
+    transitions are terminal.
+    """
+    import torch
+    rng = np.random.default_rng(seed)
+    s = rng.uniform(-1.0, 1.0, (n, 2))
+    a = np.clip(0.5 * s[:, :1] + rng.normal(0.0, 0.5, (n, 1)), -1.0, 1.0)
+    r = 1.0 - 4.0 * (a[:, 0] - s[:, 0]) ** 2
+    s_next = np.clip(s + rng.normal(0.0, 0.3, s.shape), -1.0, 1.0)
+    done = (rng.random(n) < 0.5).astype(float)
+    f = lambda x: torch.as_tensor(x, dtype=torch.float32)  # noqa: E731
+    return {"obs": f(s), "act": f(a), "rew": f(r), "next_obs": f(s_next), "done": f(done)}
+
+
+def make_iql(expectile: float = 0.7, seed: int = 0):
+    """IQL for :func:`continuous_exercise`: 32-32 networks, gamma 0.9, Polyak 0.05, no cosine schedule, raw states
+    and rewards; seeded."""
+    import torch
+
+    from .iql import IQL, IQLConfig
+    torch.manual_seed(seed)
+    cfg = IQLConfig(hidden=(32, 32), actor_lr=1e-3, critic_lr=3e-3, value_lr=3e-3, gamma=0.9, tau=0.05,
+                    expectile=expectile, beta=3.0, cosine_actor_lr=False, normalize_states=False, reward_scale=None)
+    return IQL(2, 1, -1.0, 1.0, config=cfg)
+
+
+def _train(agent, update, batch, steps: int, keys: tuple[str, ...]) -> list[dict]:
+    """``steps`` calls of ``update(agent, batch)`` (``None``: ``agent.update``); the logged ``keys`` as floats."""
+    logs = []
+    for _ in range(steps):
+        out = agent.update(batch) if update is None else update(agent, batch)
+        if not isinstance(out, dict):
+            raise TypeError(f"the update returned a {type(out).__name__}, expected a dict with keys {list(keys)}")
+        missing = [k for k in keys if k not in out]
+        if missing:
+            raise KeyError(f"the update's dict has no {missing[0]!r} (expected keys {list(keys)})")
+        logs.append({k: float(out[k]) for k in keys})
+    return logs
+
+
+def _check_agent(task: str, fn, make_agent, batch, keys: tuple[str, ...], probes: dict) -> None:
+    """Train a seeded agent with ``fn`` and minirl's agent with ``agent.update`` for :data:`AGENT_STEPS` updates on
+    the same batch; compare the losses after the first and the last update, then every ``probes[name](agent)``."""
+    want_agent = make_agent()
+    want = _train(want_agent, None, batch, AGENT_STEPS, keys)
+    c = Checks(task)
+    state: dict = {}
+
+    def run():
+        if not state:
+            agent = make_agent()
+            try:
+                state["logs"] = _train(agent, fn, batch, AGENT_STEPS, keys)
+                state["agent"] = agent
+            except Exception as e:  # noqa: BLE001 - reported by each check
+                state["error"] = e
+        if "error" in state:
+            raise state["error"]
+        return state
+
+    for step in (0, AGENT_STEPS - 1):
+        for k in keys:
+            c.compare(f"{k} returned by update {step + 1}", lambda k=k, step=step: run()["logs"][step][k],
+                      want[step][k], atol=1e-5, rtol=1e-4)
+    for name, probe in probes.items():
+        c.compare(f"{name} after {AGENT_STEPS} updates", lambda probe=probe: probe(run()["agent"]), probe(want_agent),
+                  atol=1e-4, rtol=1e-3)
+    c.report()
+
+
+def _q_table(net, states):
+    import torch
+    with torch.no_grad():
+        return net(torch.as_tensor(states)).numpy()
+
+
+def check_discrete_bcq_update(fn) -> None:
+    """Task: ``fn(agent, batch)`` does one update of a ``minirl.bcq.DiscreteBCQ``: its losses, networks and step
+    counter must follow ``agent.update`` on :func:`tabular_exercise`'s data from the same seed."""
+    p = tabular_exercise()
+    _check_agent("discrete_bcq_update", fn, make_discrete_bcq, p.bcq_batch, ("q_loss", "imitation_loss"), {
+        "Q(s, .) at the 8 states": lambda a: _q_table(a.q, p.states),
+        "the target network Q'(s, .)": lambda a: _q_table(a.q_target, p.states),
+        "the imitation logits": lambda a: _q_table(a.imitation, p.states),
+        "agent.steps": lambda a: a.steps,
+    })
+
+
+def check_discrete_cql_update(fn) -> None:
+    """Task: ``fn(agent, batch)`` does one update of a ``minirl.cql.DiscreteCQL`` (alpha 1): losses, Q-network,
+    target network and step counter as ``agent.update`` on :func:`tabular_exercise`'s data from the same seed."""
+    p = tabular_exercise()
+    _check_agent("discrete_cql_update", fn, make_discrete_cql, p.cql_batch, ("loss", "td_loss", "cql_gap"), {
+        "Q(s, .) at the 8 states": lambda a: _q_table(a.q, p.states),
+        "the target network Q'(s, .)": lambda a: _q_table(a.q_target, p.states),
+        "agent.step": lambda a: a.step,
+    })
+
+
+def check_iql_update(fn) -> None:
+    """Task: ``fn(agent, batch)`` does one update of a ``minirl.iql.IQL`` (V, then the actor, then the critics, then
+    the target critics), as ``agent.update`` on :func:`continuous_exercise`'s data from the same seed."""
+    import torch
+    batch = continuous_exercise()
+    probe = batch["obs"][:16], batch["act"][:16]
+
+    def values(net_call):
+        with torch.no_grad():
+            return net_call().numpy()
+
+    _check_agent("iql_update", fn, make_iql, batch, ("value_loss", "actor_loss", "critic_loss"), {
+        "V(s) at 16 states": lambda a: values(lambda: a.V(probe[0])),
+        "Q_i(s, a) of both critics at 16 pairs": lambda a: values(lambda: a.critic(*probe)),
+        "the target critics": lambda a: values(lambda: a.critic_target(*probe)),
+        "the actor's log-probabilities of 16 data actions": lambda a: values(lambda: a.actor.log_prob(*probe)),
+        "agent.step": lambda a: a.step,
+    })
+
+
+_REFERENCE_CACHE: dict = {}
+
+
+def threshold_sweep_reference(thresholds=THRESHOLDS, steps: int = 150) -> np.ndarray:
+    """Chapter 2's experiment with minirl's discrete BCQ: the true return of the greedy allowed policy after
+    ``steps`` full-batch updates, one run per threshold (seed 0)."""
+    p = tabular_exercise()
+    out = []
+    for threshold in thresholds:
+        agent = make_discrete_bcq(threshold)
+        _train(agent, None, p.bcq_batch, steps, ())
+        out.append(greedy_return(agent, p))
+    return np.array(out)
+
+
+def alpha_sweep_reference(alphas=ALPHAS, steps: int = 150) -> tuple[np.ndarray, np.ndarray]:
+    """Chapter 3's experiment with minirl's discrete CQL: per alpha, the greedy policy's true return and the gap
+    ``mean Q(s, unseen actions 2, 3) - mean Q(s, seen actions 0, 1)`` over the 8 states."""
+    p = tabular_exercise()
+    returns, gaps = [], []
+    for alpha in alphas:
+        agent = make_discrete_cql(alpha)
+        _train(agent, None, p.cql_batch, steps, ())
+        q = agent.q_values(p.states)
+        returns.append(greedy_return(agent, p))
+        gaps.append(float(q[:, 2:].mean() - q[:, :2].mean()))
+    return np.array(returns), np.array(gaps)
+
+
+def expectile_sweep_reference(expectiles=EXPECTILES, steps: int = 100) -> np.ndarray:
+    """Chapter 4's experiment with minirl's IQL: the mean of V(s) over the dataset's states after ``steps``
+    full-batch updates, one run per expectile (seed 0)."""
+    import torch
+    batch = continuous_exercise()
+    out = []
+    for tau in expectiles:
+        agent = make_iql(tau)
+        _train(agent, None, batch, steps, ())
+        with torch.no_grad():
+            out.append(float(agent.V(batch["obs"]).mean()))
+    return np.array(out)
+
+
+def _cached(name: str, compute):
+    if name not in _REFERENCE_CACHE:
+        _REFERENCE_CACHE[name] = compute()
+    return _REFERENCE_CACHE[name]
+
+
+def _check_sweep(task: str, fn, arg, want: tuple, labels: tuple[str, ...], descriptions: list[str], atol: float):
+    """Call ``fn(arg)`` once; compare each of its outputs (one array per label) value by value with ``want``."""
+    c = Checks(task)
+    state: dict = {}
+
+    def run():
+        if not state:
+            try:
+                got = fn(arg)
+                got = got if len(labels) > 1 else (got,)
+                if not isinstance(got, (tuple, list)) or len(got) != len(labels):
+                    raise ValueError(f"expected {len(labels)} arrays ({', '.join(labels)}), got {type(got).__name__}")
+                state["got"] = [np.asarray(g, dtype=float).reshape(-1) for g in got]
+            except Exception as e:  # noqa: BLE001 - reported by each check
+                state["error"] = e
+        if "error" in state:
+            raise state["error"]
+        return state["got"]
+
+    for j, label in enumerate(labels):
+        for i, description in enumerate(descriptions):
+            c.compare(f"{label} at {description}", lambda i=i, j=j: _index(run()[j], i, len(descriptions)),
+                      want[j][i], atol=atol, rtol=1e-3)
+    c.report()
+    return tuple(state["got"]) if "got" in state and len(labels) > 1 else (state["got"][0] if "got" in state
+                                                                          else None)
+
+
+def _index(values: np.ndarray, i: int, n: int) -> float:
+    if values.shape != (n,):
+        raise ValueError(f"expected {n} values (one per setting), got shape {values.shape}")
+    return values[i]
+
+
+def check_threshold_sweep(fn):
+    """Task: ``fn(thresholds)`` returns the true return of discrete BCQ's greedy allowed policy, one per threshold
+    (:func:`threshold_sweep_reference`). Returns the student's returns (``None`` if the function fails), to plot."""
+    want = _cached("threshold", threshold_sweep_reference)
+    return _check_sweep("threshold_sweep", fn, THRESHOLDS, (want,), ("the return",),
+                        [f"threshold {t:g}" for t in THRESHOLDS], atol=1e-3)
+
+
+def check_alpha_sweep(fn):
+    """Task: ``fn(alphas)`` returns ``(returns, gaps)`` of discrete CQL, one per alpha (:func:`alpha_sweep_reference`).
+    Returns the student's pair (``None`` if the function fails), to plot."""
+    want = _cached("alpha", alpha_sweep_reference)
+    return _check_sweep("alpha_sweep", fn, ALPHAS, want, ("the return", "the Q gap unseen - seen"),
+                        [f"alpha {a:g}" for a in ALPHAS], atol=1e-3)
+
+
+def check_expectile_sweep(fn):
+    """Task: ``fn(expectiles)`` returns IQL's mean V(s) over the data, one per expectile
+    (:func:`expectile_sweep_reference`). Returns the student's values (``None`` if the function fails), to plot."""
+    want = _cached("expectile", expectile_sweep_reference)
+    return _check_sweep("expectile_sweep", fn, EXPECTILES, (want,), ("the mean V(s)",),
+                        [f"expectile {t:g}" for t in EXPECTILES], atol=1e-3)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Student copies, the checks file and the book page: generated from the reference notebooks
 # ---------------------------------------------------------------------------------------------------------------
 
 STUB_MESSAGE = "your code here: replace this line"
+WRITTEN_PLACEHOLDER = "_Your answer here: two or three sentences that cite the figure. Graded by the instructor._"
+CHECKS_FILE = EXERCISES / "checks.json"
+LEVEL_TAGS = ("agent", "experiment")  # a solution cell's level; untagged: a function task
 
 
 def stub_source(source: str) -> str:
@@ -460,57 +766,197 @@ def stub_source(source: str) -> str:
     return "\n".join(out).rstrip() + "\n"
 
 
-def student_notebook(nb: dict) -> dict:
-    """The student copy of a reference notebook (as a JSON dict): ``solution`` cells stubbed, their outputs dropped,
-    every other cell (and the checkers' stored outputs, which nbval compares against) kept."""
-    nb = copy.deepcopy(nb)
+def _tags(cell: dict) -> list[str]:
+    return cell.get("metadata", {}).get("tags", [])
+
+
+def _src(cell: dict) -> str:
+    return "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
+
+
+def _defined_names(source: str) -> list[str]:
+    names = []
+    for node in ast.parse(source).body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.append(node.name)
+        elif isinstance(node, ast.Assign):
+            names += [t.id for t in node.targets if isinstance(t, ast.Name)]
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            names.append(node.target.id)
+    return names
+
+
+def checker_task(source: str) -> str | None:
+    """The task a checker cell checks (``check_expectile_loss(expectile_loss)`` or ``returns =
+    check_threshold_sweep(threshold_sweep)`` -> the name after ``check_``), or ``None`` if the cell is not one call
+    of a ``check_*`` function (possibly assigned to a name)."""
+    try:
+        body = ast.parse(source).body
+    except SyntaxError:
+        return None
+    if len(body) != 1:
+        return None
+    node = body[0]
+    call = node.value if isinstance(node, (ast.Expr, ast.Assign)) else None
+    if isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id.startswith("check_"):
+        return call.func.id[len("check_"):]
+    return None
+
+
+def written_marker(task: str) -> str:
+    return f"**Your answer ({task}):**"
+
+
+def notebook_spec(nb: dict, name: str) -> dict:
+    """The checks-file entry of one reference notebook: its cells as given / answer / check / written, the expected
+    verdict of every checker read from the reference's stored output. No solution text."""
+    cells, pending, last_task = [], None, None
     for cell in nb["cells"]:
-        tags = cell.get("metadata", {}).get("tags", [])
-        if cell["cell_type"] == "code" and "solution" in tags:
-            cell["source"] = stub_source("".join(cell["source"])).splitlines(keepends=True)
-            cell["metadata"]["tags"] = [t for t in tags if t != "solution"] + ["student"]
+        src, tags = _src(cell), _tags(cell)
+        if cell["cell_type"] == "markdown":
+            if "written" in tags:
+                if last_task is None:
+                    raise ValueError(f"{name}: a written-answer cell before any task")
+                task = f"{last_task}_answer"
+                cells.append({"kind": "written", "task": task, "level": "written", "marker": written_marker(task),
+                              "placeholder": WRITTEN_PLACEHOLDER})
+            continue
+        if "solution" in tags:
+            level = next((t for t in LEVEL_TAGS if t in tags), "function")
+            pending = {"kind": "answer", "names": _defined_names(src), "stub": stub_source(src), "level": level}
+            cells.append(pending)
+            continue
+        task = checker_task(src)
+        if task is None:
+            cells.append({"kind": "given", "source": src})
+            continue
+        if pending is None:
+            raise ValueError(f"{name}: the checker of {task} has no solution cell before it")
+        if task in pending["names"]:
+            pending["names"] = [task] + [n for n in pending["names"] if n != task]
+        pending["task"] = task
+        text = "".join("".join(o.get("text", "")) for o in cell.get("outputs", []) if o.get("output_type") == "stream")
+        m = re.search(rf"^{re.escape(task)}: (\d+)/(\d+) checks passed$", text, re.M)
+        if not m or m.group(1) != m.group(2):
+            raise ValueError(f"{name}: the reference's checker of {task} did not print '{task}: n/n checks passed' "
+                             f"(re-execute notebooks/exercises/solutions/{name}.ipynb)")
+        cells.append({"kind": "check", "task": task, "level": pending["level"], "source": src,
+                      "expected": m.group(0), "n": int(m.group(2))})
+        last_task, pending = task, None
+    title = _src(nb["cells"][0]).splitlines()[0].lstrip("# ").strip()
+    return {"title": title, "cells": cells}
+
+
+def student_notebook(nb: dict, name: str | None = None) -> dict:
+    """The student copy of a reference notebook (as a JSON dict): ``solution`` cells stubbed, ``written`` answers
+    replaced by a placeholder, every output dropped (a student copy shows no verdict before it is run)."""
+    nb = copy.deepcopy(nb)
+    if name:
+        nb.setdefault("metadata", {})["minirl_exercise"] = name
+    last_task = None
+    for cell in nb["cells"]:
+        tags = _tags(cell)
+        if cell["cell_type"] == "code":
+            last_task = checker_task(_src(cell)) or last_task
+            if "solution" in tags:
+                cell["source"] = stub_source(_src(cell)).splitlines(keepends=True)
+                cell["metadata"]["tags"] = [t for t in tags if t != "solution"] + ["student"]
             cell["outputs"] = []
             cell["execution_count"] = None
+            cell["metadata"].pop("execution", None)
+        elif "written" in tags:
+            cell["source"] = f"{written_marker(f'{last_task}_answer')}\n\n{WRITTEN_PLACEHOLDER}\n".splitlines(
+                keepends=True)
     return nb
 
 
-def book_page(notebooks: list[Path]) -> str:
-    """``book/exercises.md``: every task as an ``exercise`` with its solution behind a dropdown."""
-    parts = ["# Exercises\n",
-             "Generated by `python -m minirl.exercises make-student` from the reference notebooks in "
-             "`notebooks/exercises/solutions/`; do not edit by hand. Each task is a function to write in the "
-             "student notebook `notebooks/exercises/<name>.ipynb`; its checker cell prints one line per task. "
-             "How to hand the notebooks out and grade them: {doc}`instructors`.\n"]
+def _fence(text: str, minimum: int = 3) -> str:
+    """A backtick fence longer than any run of backticks in ``text``."""
+    longest = max((len(m) for m in re.findall(r"`+", text)), default=0)
+    return "`" * max(minimum, longest + 1)
+
+
+def book_page(notebooks: list[Path], hide_solutions: bool = False) -> str:
+    """``book/exercises.md``: every task as an ``exercise``; its solution behind a dropdown, or absent with
+    ``hide_solutions`` (the build of a class)."""
+    intro = ("Generated by `python -m minirl.exercises make-student` from the reference notebooks in "
+             "`notebooks/exercises/solutions/`; do not edit by hand. Each task is code to write in the student "
+             "notebook `notebooks/exercises/<name>.ipynb`, at one of three levels: a *function* (a loss, a target), an "
+             "*agent* (one update of a whole agent, compared with minirl's own on fixed data and seed) and an "
+             "*experiment* (a sweep whose numbers are checked, with a figure and a written answer that the instructor "
+             "marks). Check a notebook with `python -m minirl.exercises check <name>.ipynb` (the grader's verdict). "
+             "How to hand the notebooks out and grade them: {doc}`instructors`.")
+    if hide_solutions:
+        intro += "\n\nThis build of the book leaves the solutions out (`make-student --hide-solutions`)."
+    parts = ["# Exercises\n", intro + "\n"]
     for path in notebooks:
         nb = json.loads(path.read_text())
         cells = nb["cells"]
-        title = "".join(cells[0]["source"]).splitlines()[0].lstrip("# ").strip()
+        title = _src(cells[0]).splitlines()[0].lstrip("# ").strip()
         parts.append(f"## {title}\n\nNotebook: `notebooks/exercises/{path.name}`.\n")
-        explanation = ""
+        explanation, last = "", None
         for cell in cells[1:]:
-            src = "".join(cell["source"])
-            if cell["cell_type"] == "markdown":
+            src = _src(cell)
+            tags = _tags(cell)
+            if cell["cell_type"] == "markdown" and "written" not in tags:
                 explanation = src
-            elif "solution" in cell.get("metadata", {}).get("tags", []):
-                func = next((n.name for n in ast.parse(src).body if isinstance(n, ast.FunctionDef)),
-                            f"answer-{len(parts)}")
-                label = f"ex-{path.stem.replace('_', '-')}-{func.replace('_', '-')}"
+            elif cell["cell_type"] == "markdown":
+                label = f"ex-{path.stem.replace('_', '-')}-{last.replace('_', '-')}-answer"
                 heading, _, body = explanation.partition("\n")
                 parts.append(f"````{{exercise}} {heading.lstrip('# ').strip()}\n:label: {label}\n\n{body.strip()}\n"
-                             f"\n```python\n{stub_source(src).rstrip()}\n```\n````\n\n"
-                             f"````{{solution}} {label}\n:class: dropdown\n\n```python\n{src.rstrip()}\n```\n````\n")
+                             f"````\n")
+                if not hide_solutions:
+                    answer = src.split("\n", 1)[1].strip() if "\n" in src else ""
+                    parts.append(f"````{{solution}} {label}\n:class: dropdown\n\n{answer}\n````\n")
+            elif "solution" in tags:
+                func = _defined_names(src)[-1] if _defined_names(src) else f"answer-{len(parts)}"
+                last = func
+                label = f"ex-{path.stem.replace('_', '-')}-{func.replace('_', '-')}"
+                heading, _, body = explanation.partition("\n")
+                stub = stub_source(src).rstrip()
+                fence = _fence(body + stub + src, 4)
+                parts.append(f"{fence}{{exercise}} {heading.lstrip('# ').strip()}\n:label: {label}\n\n{body.strip()}\n"
+                             f"\n```python\n{stub}\n```\n{fence}\n")
+                if not hide_solutions:
+                    parts.append(f"{fence}{{solution}} {label}\n:class: dropdown\n\n```python\n{src.rstrip()}\n```\n"
+                                 f"{fence}\n")
     return "\n".join(parts)
 
 
-def make_student(check: bool = False) -> list[str]:
-    """Write (or with ``check``, compare) the student copies and the book page; returns the stale files."""
-    stale = []
+def _setup_cell_problem(nb: dict, name: str) -> str | None:
+    """Why the reference's setup cell differs from ``scripts/setup_cell.py``'s, or ``None``."""
+    script = REPO / "scripts" / "setup_cell.py"
+    if not script.exists():
+        return None  # an installed copy without the repository's scripts: nothing to compare with
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("_minirl_setup_cell", script)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    want = module.cell_source(module.configured_repository())
+    found = [c for c in nb["cells"] if module.TAG in _tags(c)]
+    if not found:
+        return f"{name}: no setup cell (run python scripts/setup_cell.py notebooks/exercises/solutions/*.ipynb)"
+    if _src(found[0]) != want:
+        return f"{name}: stale setup cell (run python scripts/setup_cell.py notebooks/exercises/solutions/*.ipynb)"
+    return None
+
+
+def make_student(check: bool = False, hide_solutions: bool = False) -> list[str]:
+    """Write (or with ``check``, compare) the student copies, the checks file and the book page; returns the stale
+    files. ``hide_solutions`` writes the book page without any solution (a class's build)."""
     solutions = sorted(SOLUTIONS.glob("*.ipynb"))
     if not solutions:
         raise FileNotFoundError(f"no reference notebooks in {SOLUTIONS}")
-    targets = {EXERCISES / p.name: json.dumps(student_notebook(json.loads(p.read_text())), indent=1,
-                                              ensure_ascii=False) + "\n" for p in solutions}
-    targets[BOOK_PAGE] = book_page(solutions)
+    references = {p: json.loads(p.read_text()) for p in solutions}
+    problems = [m for p, nb in references.items() if (m := _setup_cell_problem(nb, p.name))]
+    if problems:
+        raise ValueError("; ".join(problems))
+    dump = lambda x: json.dumps(x, indent=1, ensure_ascii=False) + "\n"  # noqa: E731
+    targets = {EXERCISES / p.name: dump(student_notebook(nb, p.stem)) for p, nb in references.items()}
+    targets[CHECKS_FILE] = dump({"version": 1, "notebooks": {p.stem: notebook_spec(nb, p.stem)
+                                                             for p, nb in references.items()}})
+    targets[BOOK_PAGE] = book_page(solutions, hide_solutions)
+    stale = []
     for path, text in targets.items():
         if not path.exists() or path.read_text() != text:
             stale.append(str(path.relative_to(REPO)))
@@ -520,87 +966,178 @@ def make_student(check: bool = False) -> list[str]:
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# Grading a folder of submissions
+# A class's release: the book and the student copies without any solution text
 # ---------------------------------------------------------------------------------------------------------------
 
-def checker_task(source: str) -> str | None:
-    """The task a checker cell checks (``check_expectile_loss(expectile_loss)`` -> ``"expectile_loss"``), or ``None``
-    if the cell is not a checker cell (a cell made only of ``check_*(...)`` calls)."""
-    try:
-        body = ast.parse(source).body
-    except SyntaxError:
-        return None
-    names = [n.value.func.id for n in body if isinstance(n, ast.Expr) and isinstance(n.value, ast.Call)
-             and isinstance(n.value.func, ast.Name) and n.value.func.id.startswith("check_")]
-    return names[0][len("check_"):] if body and len(names) == len(body) else None
-
-
-def grade_notebook(path: Path) -> list[dict]:
-    """Run strict nbval over one notebook; one row per checker cell: ``task``, ``passed`` and a short ``message``."""
-    path = Path(path).resolve()
-    with tempfile.TemporaryDirectory() as tmp:
-        xml = Path(tmp) / "report.xml"
-        env = {**os.environ, "OMP_NUM_THREADS": "1"}
-        subprocess.run([sys.executable, "-m", "pytest", "--nbval", "-q", "-p", "no:cacheprovider",
-                        "--rootdir", str(path.parent), "-c", os.devnull, f"--junitxml={xml}", str(path)],
-                       capture_output=True, text=True, env=env, cwd=path.parent)
-        if not xml.exists():
-            return [{"task": "(notebook)", "passed": False, "message": "pytest did not run"}]
-        nb = json.loads(path.read_text())
-        code_cells = [c for c in nb["cells"] if c["cell_type"] == "code"]
-        rows = []
-        for case in ET.parse(xml).getroot().iter("testcase"):
-            # nbval names items "Cell <k>" with k the index among the notebook's code cells
-            try:
-                k = int(case.get("name", "").split()[-1])
-            except ValueError:
+def strip_solutions(markdown: str) -> str:
+    """``markdown`` without its ``{solution}`` directives (fenced with backticks or colons, any length)."""
+    out, fence = [], None
+    for line in markdown.splitlines(keepends=True):
+        if fence is None:
+            m = re.match(r"^(`{3,}|:{3,})\{solution\}", line)
+            if m:
+                fence = m.group(1)
                 continue
-            task = checker_task("".join(code_cells[k]["source"])) if k < len(code_cells) else None
-            if task is None:
-                continue
-            failure = case.find("failure")
-            if failure is None:
-                failure = case.find("error")
-            message = ""
-            if failure is not None:
-                text = (failure.get("message") or "") + "\n" + (failure.text or "")
-                message = "not implemented" if "not implemented yet" in text else "wrong output"
-            rows.append({"task": task, "passed": failure is None, "message": message})
-        return rows
+            out.append(line)
+        elif line.strip() == fence:
+            fence = None
+    return "".join(out)
 
 
-def grade(folder: Path) -> str:
-    """Grade ``folder/<student>/*.ipynb``; returns a markdown table with one row per student and notebook."""
-    # hidden folders (.ipynb_checkpoints, a pytest plugin's .benchmarks, .git) are not students
-    students = sorted(p for p in Path(folder).iterdir() if p.is_dir() and not p.name.startswith("."))
-    if not students:
-        raise ValueError(f"no student folders in {folder}: expected {folder}/<student>/<exercise>.ipynb")
-    lines = ["| student | notebook | passed | tasks |", "| --- | --- | ---: | --- |"]
-    for student in students:
-        for nb in sorted(student.glob("*.ipynb")):
-            rows = grade_notebook(nb)
-            passed = sum(r["passed"] for r in rows)
-            detail = ", ".join(f"{r['task']} {'ok' if r['passed'] else r['message']}" for r in rows)
-            lines.append(f"| {student.name} | {nb.name} | {passed}/{len(rows)} | {detail} |")
-    return "\n".join(lines)
+def solution_lines() -> list[str]:
+    """Distinctive lines of the reference solutions (code lines that are not in the student copies): what a class's
+    release must not contain."""
+    lines = set()
+    for p in sorted(SOLUTIONS.glob("*.ipynb")):
+        for cell in json.loads(p.read_text())["cells"]:
+            if "solution" in _tags(cell):
+                stub = stub_source(_src(cell))
+                lines |= {ln.strip() for ln in _src(cell).splitlines()
+                          if len(ln.strip()) > 24 and ln.strip() not in stub and not ln.strip().startswith("#")}
+            elif "written" in _tags(cell):
+                lines |= {ln.strip() for ln in _src(cell).splitlines()[1:] if len(ln.strip()) > 24}
+    return sorted(lines)
+
+
+def class_release(out: Path, build: bool = True, toc_files: list[str] | None = None) -> list[str]:
+    """Write ``out/`` for a class: ``out/notebooks/exercises/`` (the student copies and the checks file) and, with
+    ``build``, ``out/book/`` (the book built from a copy of the sources with every solution removed: the exercises
+    page from :func:`book_page` with ``hide_solutions``, the chapters' ``{solution}`` blocks stripped, and
+    sphinx-exercise's ``hide_solutions`` on). ``toc_files`` builds only those pages (tests). Returns the files of
+    ``out`` that still contain a solution line (empty when the release is clean)."""
+    import shutil
+    out = Path(out)
+    if out.exists() and any(out.iterdir()):
+        raise FileExistsError(f"{out} is not empty: give a new folder for the class's release")
+    if make_student(check=True):
+        raise ValueError("the student copies are out of date: run python -m minirl.exercises make-student first")
+    nb_out = out / "notebooks" / "exercises"
+    nb_out.mkdir(parents=True)
+    for p in sorted(SOLUTIONS.glob("*.ipynb")):
+        shutil.copy(EXERCISES / p.name, nb_out / p.name)
+    shutil.copy(CHECKS_FILE, nb_out / CHECKS_FILE.name)
+    if build:
+        with tempfile.TemporaryDirectory() as tmp:
+            src = Path(tmp) / "src"
+            src.mkdir()
+            for name in ("_config.yml", "_toc.yml"):
+                shutil.copy(REPO / name, src / name)
+            shutil.copytree(REPO / "book", src / "book")
+            (src / "notebooks").mkdir()
+            for nb in (REPO / "notebooks").glob("*.ipynb"):
+                shutil.copy(nb, src / "notebooks" / nb.name)
+            for page in (src / "book").glob("*.md"):
+                page.write_text(strip_solutions(page.read_text()))
+            (src / "book" / "exercises.md").write_text(book_page(sorted(SOLUTIONS.glob("*.ipynb")), True))
+            config = (src / "_config.yml").read_text()
+            config = config.replace("  config:\n", "  config:\n    hide_solutions: true  # a class's release\n", 1)
+            (src / "_config.yml").write_text(config)
+            if toc_files:
+                toc = "format: jb-book\nroot: book/intro\nchapters:\n" + "".join(f"  - file: {f}\n" for f in toc_files)
+                (src / "_toc.yml").write_text(toc)
+            result = subprocess.run(["jupyter-book", "build", "--path-output", str(out / "book"), str(src)],
+                                    capture_output=True, text=True)
+            if result.returncode != 0:
+                raise RuntimeError(f"jupyter-book build failed:\n{(result.stdout + result.stderr)[-3000:]}")
+    leaks = []
+    needles = solution_lines()
+    for f in out.rglob("*"):
+        if f.is_file() and f.suffix in (".html", ".md", ".ipynb", ".json", ".txt", ".js", ".py"):
+            text = f.read_text(errors="replace")
+            if any(n in text for n in needles):
+                leaks.append(str(f.relative_to(out)))
+    return leaks
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Grading (minirl/grading.py does the work) and the command line
+# ---------------------------------------------------------------------------------------------------------------
+
+def grade(folder: Path, **kwargs) -> str:
+    """Grade ``folder/<student>/<exercise>.ipynb`` against the reference; returns the Markdown table."""
+    from . import grading
+    results, _ = grading.grade_folder(folder, **kwargs)
+    return grading.table(results)
+
+
+def _print_check(rows, job) -> bool:
+    """The self-check's report: one line per task, then the failed checks of each failed task."""
+    check_step = {s["task"]: k for k, s in enumerate(job.steps or []) if s["kind"] == "check"}
+    auto = [r for r in rows if r.level != "written"]
+    for r in rows:
+        if r.status == "passed":
+            print(f"ok      {r.task} ({r.level}): {r.checks_passed}/{r.checks_total} checks passed")
+        elif r.status == "manual":
+            print(f"manual  {r.task} (written): {'answered, for the instructor' if r.answer else r.message}")
+        else:
+            print(f"FAILED  {r.task} ({r.level}): {r.status}" + (f": {r.message}" if r.message else ""))
+            output = (job.details or {}).get(check_step.get(r.task), "")
+            failures = [ln for ln in output.splitlines() if ln.strip()][:12]
+            if r.status == "failed" and failures:
+                print("\n".join("        " + ln for ln in failures))
+    passed = sum(r.passed for r in auto)
+    print(f"{job.notebook}: {passed}/{len(auto)} tasks passed"
+          + (f", {len(rows) - len(auto)} written answer(s) for the instructor" if len(rows) > len(auto) else "")
+          + " (graded against the reference, as the instructor's grader does)")
+    return passed == len(auto)
 
 
 def main(argv: list[str] | None = None) -> int:
+    from . import grading
     p = argparse.ArgumentParser(prog="python -m minirl.exercises", description="exercise notebooks: student copies "
-                                "from the reference notebooks, and grading")
+                                "from the reference notebooks, the self-check, grading, a class's release")
     sub = p.add_subparsers(dest="command", required=True)
-    m = sub.add_parser("make-student", help="write notebooks/exercises/*.ipynb and book/exercises.md")
+    m = sub.add_parser("make-student", help="write notebooks/exercises/*.ipynb, checks.json and book/exercises.md")
     m.add_argument("--check", action="store_true", help="only check they are up to date (exit 1 if not)")
+    m.add_argument("--hide-solutions", action="store_true", help="book/exercises.md without the solutions")
+    c = sub.add_parser("check", help="self-check one saved notebook: the grader's verdict for each task")
+    c.add_argument("notebook", type=Path)
+    c.add_argument("--exercise", help="which exercise it is (default: from the notebook, else its file name)")
+    c.add_argument("--time-limit", type=float, default=grading.DEFAULT_TIME_LIMIT, help="seconds (default %(default)s)")
     g = sub.add_parser("grade", help="grade a folder of submissions: DIR/<student>/<exercise>.ipynb")
     g.add_argument("folder", type=Path)
+    g.add_argument("--csv", type=Path, help="write one row per student and task to this CSV file")
+    g.add_argument("--json", type=Path, help="write one row per student and task to this JSON file")
+    g.add_argument("--time-limit", type=float, default=grading.DEFAULT_TIME_LIMIT,
+                   help="seconds per notebook (default %(default)s)")
+    g.add_argument("--parallel", type=int, default=min(4, os.cpu_count() or 1),
+                   help="notebooks graded at once (default %(default)s)")
+    g.add_argument("--notebooks", help="comma-separated exercises to grade (default: every one submitted)")
+    r = sub.add_parser("class-release", help="the book and the student copies without any solution text")
+    r.add_argument("out", type=Path, help="a new folder")
+    r.add_argument("--no-build", action="store_true", help="only the student copies, not the book")
     a = p.parse_args(argv)
-    if a.command == "make-student":
-        stale = make_student(check=a.check)
-        verb = "out of date" if a.check else "written"
-        print("\n".join(f"{verb}: {s}" for s in stale) or "all student copies are up to date")
-        return 1 if (a.check and stale) else 0
-    print(grade(a.folder))
-    return 0
+    prog = f"python -m minirl.exercises {a.command}"
+    try:
+        if a.command == "make-student":
+            stale = make_student(check=a.check, hide_solutions=a.hide_solutions)
+            verb = "out of date" if a.check else "written"
+            print("\n".join(f"{verb}: {s}" for s in stale) or "all student copies are up to date")
+            return 1 if (a.check and stale) else 0
+        if a.command == "check":
+            rows, job = grading.check_notebook(a.notebook, time_limit=a.time_limit, exercise=a.exercise)
+            _print_check(rows, job)
+            return 0 if all(r.passed for r in rows if r.level != "written") else 1
+        if a.command == "grade":
+            notebooks = [n.strip().removesuffix(".ipynb") for n in a.notebooks.split(",")] if a.notebooks else None
+            results, _ = grading.grade_folder(a.folder, time_limit=a.time_limit, parallel=a.parallel,
+                                              notebooks=notebooks)
+            print(grading.table(results))
+            if a.csv:
+                grading.write_csv(results, a.csv)
+            if a.json:
+                grading.write_json(results, a.json)
+            return 0
+        leaks = class_release(a.out, build=not a.no_build)
+        if leaks:
+            print(f"{prog}: error: solution text found in {', '.join(leaks)}", file=sys.stderr)
+            return 1
+        print(f"class release written to {a.out}: notebooks/exercises/ (student copies, checks.json)"
+              + ("" if a.no_build else ", book/_build/html/ (the book without solutions)"))
+        return 0
+    except (grading.GradingError, ValueError, FileNotFoundError, FileExistsError) as e:
+        print(f"{prog}: error: {e}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -1,0 +1,762 @@
+"""The exercise grader: every submission is graded against the reference, in its own process and folder.
+
+What is graded, and from where
+------------------------------
+``python -m minirl.exercises make-student`` writes ``notebooks/exercises/checks.json`` from the reference notebooks:
+for each exercise notebook, its cells in order, each one of
+
+* ``given``: a cell of the reference (setup, imports, data, plots), run as the reference has it;
+* ``answer``: where the student writes a task (the reference's ``solution`` cell), with the names it must define;
+* ``check``: the reference's checker cell, with the verdict the reference prints (``expectile_loss: 5/5 checks
+  passed``): the number of checks a task has comes from the reference, never from the submission;
+* ``written``: a written answer (Markdown), collected for the instructor and marked ``manual``.
+
+It holds no solution text (the self-check of a class works without ``solutions/``). A submission is graded by running
+that program with the student's answer cells in place of the reference's: for each answer, the last code cell of the
+submission that defines the task's name at its top level. Nothing else of the submission is used: not its stored
+outputs, not its checker cells, not its other cells (they are counted and reported as ignored). So a notebook is
+graded the same whether it was executed, saved, cleared, or had its outputs or checker cells edited.
+
+How a submission runs
+---------------------
+Each notebook runs in a child process of its own (forked from the grader, which has imported torch once; a fresh
+``python -m minirl.grading worker`` where fork is unavailable), in a new empty temporary folder that is its working
+directory, ``HOME`` and ``TMPDIR``, with one thread, a time limit for the whole notebook (the process group is
+killed when it is reached), a file-size limit, stdin closed, and an audit hook (:func:`sys.addaudithook`) that refuses
+reading the solutions folder or the other submissions, writing, deleting or renaming anything outside its folder,
+starting processes and opening network connections. The child streams its progress (each step started and ended,
+each checker's verdict, each refused operation) to a file outside its folder, so a notebook that loops, crashes or
+kills its own process still gets a row per task saying what happened, and every other notebook is graded as usual.
+
+The audit hook is a tripwire against mistakes and casual tampering, not a security boundary: Python code that sets
+out to subvert the process it runs in (``ctypes``, walking the garbage collector) can. For submissions you do not
+trust at all, run the grader inside a container or a virtual machine with no access to the solutions. Answer cells
+that touch the grader's own modules are flagged in their row for a look by hand.
+"""
+from __future__ import annotations
+
+import contextlib
+import csv
+import io
+import json
+import os
+import re
+import resource
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+EXERCISES = REPO / "notebooks" / "exercises"
+SOLUTIONS = EXERCISES / "solutions"
+CHECKS = EXERCISES / "checks.json"
+
+DEFAULT_TIME_LIMIT = 120.0  # seconds per notebook; the reference notebooks take a few seconds each
+OUTPUT_LIMIT = 4000         # characters of a cell's output kept for messages
+FILE_SIZE_LIMIT = 64 << 20  # bytes: a submission cannot fill the disk
+SUSPICIOUS = ("minirl.exercises", "minirl.grading", "_VERDICTS", "Checks(", "addaudithook", "sys.modules")
+LEVELS = ("function", "agent", "experiment", "written")
+
+
+class GradingError(ValueError):
+    """Bad input to the grader (a missing folder, a stale checks file): a one-line message for the user."""
+
+
+@dataclass
+class TaskResult:
+    """One row of the grades: a student's task in one notebook."""
+    student: str
+    notebook: str
+    task: str
+    level: str                     # function | agent | experiment | written
+    status: str                    # passed | failed | not implemented | missing | error | time limit | process died
+    #                                | blocked | manual | not submitted | invalid notebook
+    passed: bool
+    checks_passed: int | None = None
+    checks_total: int | None = None
+    message: str = ""
+    answer: str = ""               # a written answer's text, for the instructor
+
+    @property
+    def short(self) -> str:
+        if self.status == "passed":
+            return "ok"
+        if self.status == "failed":
+            return f"failed {self.checks_passed}/{self.checks_total}"
+        if self.status == "manual":
+            return "manual" + (" (empty)" if not self.answer else "")
+        return self.status
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The checks file
+# ---------------------------------------------------------------------------------------------------------------
+
+def load_checks(path: Path = CHECKS) -> dict:
+    """The checks file as a dict ``{notebook stem: {"title": ..., "cells": [...]}}``; a clear error if absent."""
+    path = Path(path)
+    if not path.exists():
+        raise GradingError(f"{path}: no checks file; run `python -m minirl.exercises make-student` to write it")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as e:
+        raise GradingError(f"{path}: not valid JSON ({e.msg} at line {e.lineno}); regenerate it with make-student")
+    if data.get("version") != 1 or not isinstance(data.get("notebooks"), dict):
+        raise GradingError(f"{path}: expected {{'version': 1, 'notebooks': {{...}}}}; regenerate it with make-student")
+    return data["notebooks"]
+
+
+def tasks_of(spec: dict) -> list[dict]:
+    """The graded items of one notebook's spec, in order: the check cells and the written answers."""
+    return [c for c in spec["cells"] if c["kind"] in ("check", "written")]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Reading a submission and building the program that grades it
+# ---------------------------------------------------------------------------------------------------------------
+
+def read_submission(path: Path) -> tuple[dict | None, str]:
+    """``(notebook, "")``, or ``(None, reason)`` when the file is not a notebook."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        return None, "not a notebook: the file is not UTF-8 text"
+    except OSError as e:
+        return None, f"cannot read the file ({e.strerror})"
+    try:
+        nb = json.loads(text)
+    except json.JSONDecodeError as e:
+        return None, f"not a notebook: invalid JSON ({e.msg} at line {e.lineno} column {e.colno})"
+    if not isinstance(nb, dict) or not isinstance(nb.get("cells"), list):
+        return None, "not a notebook: the JSON has no list of cells"
+    for i, cell in enumerate(nb["cells"]):
+        if not isinstance(cell, dict) or "cell_type" not in cell:
+            return None, f"not a notebook: cell {i} has no cell_type"
+        src = cell.get("source", "")
+        if not (isinstance(src, str) or (isinstance(src, list) and all(isinstance(s, str) for s in src))):
+            return None, f"not a notebook: cell {i}'s source is neither text nor a list of lines"
+    return nb, ""
+
+
+def _source(cell: dict) -> str:
+    src = cell.get("source", "")
+    return src if isinstance(src, str) else "".join(src)
+
+
+def defines(source: str, name: str) -> bool:
+    """Whether ``source`` defines ``name`` at its top level (``def``/``class``/assignment), even with a syntax error
+    elsewhere in the cell."""
+    n = re.escape(name)
+    return re.search(rf"^(?:async\s+def|def|class)\s+{n}\b|^{n}\s*(?::[^=\n]*)?=(?!=)", source, re.M) is not None
+
+
+def _normalise(source: str) -> str:
+    return "\n".join(line.rstrip() for line in source.strip().splitlines())
+
+
+def build_program(spec: dict, nb: dict) -> tuple[list[dict], dict]:
+    """The steps that grade ``nb`` (reference cells, with the student's answer cells in place) and what was found:
+    ``{"missing": {task: message}, "ignored": n, "written": {task: text}, "flags": {task: message}}``."""
+    code = [_source(c) for c in nb["cells"] if c.get("cell_type") == "code"]
+    markdown = [_source(c) for c in nb["cells"] if c.get("cell_type") == "markdown"]
+    known = {_normalise(c["source"]) for c in spec["cells"] if c["kind"] in ("given", "check")}
+    known |= {_normalise(c["stub"]) for c in spec["cells"] if c["kind"] == "answer"}
+    used: set[int] = set()
+    steps: list[dict] = []
+    found: dict = {"missing": {}, "ignored": 0, "written": {}, "flags": {}}
+    for cell in spec["cells"]:
+        kind = cell["kind"]
+        if kind == "given":
+            steps.append({"kind": "given", "source": cell["source"]})
+        elif kind == "check":
+            steps.append({"kind": "check", "task": cell["task"], "source": cell["source"]})
+        elif kind == "answer":
+            name = cell["names"][0]
+            matches = [i for i, src in enumerate(code) if defines(src, name)]
+            if matches:
+                used.add(matches[-1])
+                source = code[matches[-1]]
+                hits = [s for s in SUSPICIOUS if s in source]
+                if hits:
+                    found["flags"][cell["task"]] = (f"flagged for a look by hand: the answer cell uses {hits[0]!r}, "
+                                                    "part of the grader")
+            else:
+                source = cell["stub"]
+                found["missing"][cell["task"]] = (f"missing: no code cell defines {name} (the answer cell of this task "
+                                                  "was deleted or renamed)")
+            steps.append({"kind": "answer", "task": cell["task"], "source": source})
+        elif kind == "written":
+            texts = [src for src in markdown if src.strip().splitlines()[:1] == [cell["marker"]]]
+            if texts:
+                body = texts[-1].strip()[len(cell["marker"]):].strip()
+                found["written"][cell["task"]] = "" if body == cell["placeholder"].strip() else body
+            else:
+                found["written"][cell["task"]] = None
+    found["ignored"] = sum(1 for i, src in enumerate(code)
+                           if i not in used and src.strip() and _normalise(src) not in known)
+    return steps, found
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The child process: run the steps, sandboxed
+# ---------------------------------------------------------------------------------------------------------------
+
+def _preload() -> None:
+    """Import what every notebook needs once, in the grader, before forking (saves ~3 s per notebook)."""
+    os.environ.setdefault("MPLBACKEND", "Agg")
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot  # noqa: F401
+    import numpy  # noqa: F401
+    import torch  # noqa: F401
+    from IPython.core.interactiveshell import InteractiveShell  # noqa: F401
+
+    from . import bcq, cql, exercises, iql, nets, tabular  # noqa: F401
+
+
+def _under(path: str, roots: list[str]) -> bool:
+    return any(path == r or path.startswith(r.rstrip(os.sep) + os.sep) for r in roots)
+
+
+class _Sandbox:
+    """The audit hook of a child: refuses reads of ``forbidden`` folders, writes outside ``work``, processes and
+    network connections; each refusal is reported through ``report`` and raised as ``PermissionError``."""
+
+    WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_TRUNC
+    PATH_EVENTS = {"os.remove": (0,), "os.rmdir": (0,), "os.mkdir": (0,), "os.rename": (0, 1), "os.symlink": (1,),
+                   "os.link": (1,), "os.truncate": (0,), "os.chmod": (0,), "os.chown": (0,), "os.utime": (0,),
+                   "shutil.rmtree": (0,), "os.chdir": ()}
+    PROCESS_EVENTS = ("subprocess.Popen", "os.system", "os.exec", "os.posix_spawn", "os.spawn", "os.fork",
+                      "os.forkpty", "os.killpg", "socket.connect", "socket.bind", "pty.spawn")
+
+    def __init__(self, work: str, forbidden: list[str], report):
+        self.work = os.path.realpath(work)
+        self.forbidden = [os.path.realpath(f) for f in forbidden]
+        self.report = report
+        self.busy = False
+
+    def _path(self, p) -> str | None:
+        if isinstance(p, int) or p is None:
+            return None
+        try:
+            p = os.fsdecode(os.fspath(p))
+        except TypeError:
+            return None
+        return os.path.realpath(p)
+
+    def refuse(self, what: str, detail: str):
+        self.report({"type": "violation", "what": what, "detail": detail})
+        raise PermissionError(f"minirl grader: {what} is not allowed during grading ({detail})")
+
+    def __call__(self, event: str, args: tuple) -> None:
+        if self.busy:
+            return
+        self.busy = True
+        try:
+            self._check(event, args)
+        finally:
+            self.busy = False
+
+    def _check(self, event: str, args: tuple) -> None:
+        if event == "open":
+            path = self._path(args[0])
+            if path is None:
+                return
+            mode, flags = args[1], args[2] if len(args) > 2 else 0
+            writing = (isinstance(mode, str) and any(ch in mode for ch in "wax+")) or bool((flags or 0) & self.WRITE_FLAGS)
+            if _under(path, self.forbidden):
+                self.refuse("reading the solutions or other submissions", path)
+            if writing and not (_under(path, [self.work]) or path == os.devnull):
+                self.refuse("writing outside the submission's folder", path)
+        elif event in self.PATH_EVENTS:
+            for k in self.PATH_EVENTS[event]:
+                path = self._path(args[k]) if k < len(args) else None
+                if path is not None and not _under(path, [self.work]):
+                    self.refuse(f"{event} outside the submission's folder", path)
+            if event == "os.chdir":
+                path = self._path(args[0])
+                if path is not None and _under(path, self.forbidden):
+                    self.refuse("entering the solutions or other submissions", path)
+        elif event in ("os.listdir", "os.scandir", "glob.glob"):
+            path = self._path(args[0]) if args else None
+            if path is not None and _under(path, self.forbidden):
+                self.refuse("listing the solutions or other submissions", path)
+        elif event == "os.kill":
+            if args and args[0] not in (os.getpid(), 0):
+                self.refuse("signalling another process", f"pid {args[0]}")
+        elif event in self.PROCESS_EVENTS:
+            self.refuse("starting processes or opening connections", event)
+
+
+def run_child(steps: list[dict], work: str, result_path: str, forbidden: list[str], time_limit: float) -> None:
+    """Run ``steps`` in this (child) process; progress goes to ``result_path`` as JSON lines. Never returns into the
+    caller's code: the caller exits right after."""
+    os.setsid()  # its own process group: the grader kills the group at the time limit
+    fd = os.open(result_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+
+    def report(record: dict) -> None:
+        os.write(fd, (json.dumps(record) + "\n").encode())
+
+    stray = os.open(os.path.join(os.path.dirname(result_path), "stray-output.txt"),
+                    os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.dup2(stray, 1)
+    os.dup2(stray, 2)
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.chdir(work)
+    os.environ.update({"HOME": work, "TMPDIR": work, "MPLBACKEND": "Agg", "OMP_NUM_THREADS": "1",
+                       "MKL_NUM_THREADS": "1", "PYTHONDONTWRITEBYTECODE": "1"})
+    tempfile.tempdir = work
+    sys.dont_write_bytecode = True
+    limit_cpu = int(time_limit) + 30
+    resource.setrlimit(resource.RLIMIT_CPU, (limit_cpu, limit_cpu))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (FILE_SIZE_LIMIT, FILE_SIZE_LIMIT))
+
+    import matplotlib.pyplot as plt
+    import torch
+    from IPython.core.interactiveshell import InteractiveShell
+    from traitlets.config import Config
+
+    from . import bcq, cql, exercises, iql, nets, tabular
+
+    torch.set_num_threads(1)
+
+    class Shell(InteractiveShell):
+        def enable_gui(self, gui=None):  # %matplotlib inline: figures are not shown while grading
+            return None
+
+    config = Config()
+    config.HistoryManager.enabled = False
+    config.InteractiveShell.colors = "NoColor"
+    config.InteractiveShell.xmode = "Plain"
+    shell = Shell(config=config)
+    modules = [bcq, cql, exercises, iql, nets, tabular]
+    snapshot = {m: dict(vars(m)) for m in modules}
+    checkers = {k: v for k, v in vars(exercises).items() if k.startswith("check_") and callable(v)}
+    verdicts = exercises._VERDICTS
+
+    def restore() -> None:  # undo any rebinding of minirl's functions by an earlier answer cell
+        for m, attrs in snapshot.items():
+            d = vars(m)
+            for k in [k for k in d if k not in attrs]:
+                del d[k]
+            d.update(attrs)
+        exercises._VERDICTS = verdicts
+
+    sys.addaudithook(_Sandbox(work, forbidden, report))
+    for k, step in enumerate(steps):
+        report({"type": "start", "step": k})
+        if step["kind"] != "answer":
+            restore()
+        if step["kind"] == "check":
+            shell.user_ns.update(checkers)
+        del verdicts[:]
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
+            try:
+                result = shell.run_cell(step["source"], store_history=False)
+                error = result.error_before_exec or result.error_in_exec
+            except BaseException as e:  # noqa: BLE001 - SystemExit, KeyboardInterrupt from the student's code
+                error = e
+        plt.close("all")
+        text = out.getvalue()
+        if step["kind"] == "check":
+            for v in verdicts:
+                report({"type": "verdict", "step": k, **v})
+        report({"type": "end", "step": k, "error": None if error is None else f"{type(error).__name__}: {error}",
+                "output": text[:OUTPUT_LIMIT] + ("\n[... output cut]" if len(text) > OUTPUT_LIMIT else "")})
+    report({"type": "done"})
+
+
+def worker_main(job_path: str) -> int:
+    """``python -m minirl.grading worker JOB.json``: the child of the spawn mode."""
+    job = json.loads(Path(job_path).read_text())
+    _preload()
+    run_child(job["steps"], job["work"], job["result"], job["forbidden"], job["time_limit"])
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The parent: schedule children, enforce time limits, turn their records into grades
+# ---------------------------------------------------------------------------------------------------------------
+
+@dataclass
+class Job:
+    student: str
+    notebook: str               # the exercise's stem, e.g. "04_iql"
+    path: Path | None           # None: not submitted
+    spec: dict
+    steps: list | None = None
+    found: dict | None = None
+    invalid: str = ""
+    tmp: str = ""
+    pid: int = 0
+    proc: subprocess.Popen | None = None
+    started: float = 0.0
+    elapsed: float = 0.0
+    timed_out: bool = False
+    exit_status: int | None = None
+    details: dict | None = None  # step -> its output (the self-check prints the failed checks)
+
+
+def _fork_available() -> bool:
+    return hasattr(os, "fork") and sys.platform.startswith("linux")
+
+
+def _start(job: Job, forbidden: list[str], time_limit: float, use_fork: bool) -> None:
+    job.tmp = tempfile.mkdtemp(prefix="minirl-grade-")
+    work = os.path.join(job.tmp, "work")
+    os.mkdir(work)
+    result = os.path.join(job.tmp, "result.jsonl")
+    job.started = time.monotonic()
+    if use_fork:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        pid = os.fork()
+        if pid == 0:  # the child
+            code = 0
+            try:
+                run_child(job.steps, work, result, forbidden, time_limit)
+            except BaseException:  # noqa: BLE001 - a grader bug: leave a trace, never return into the parent's code
+                code = 70
+                with contextlib.suppress(Exception):
+                    import traceback
+                    with open(os.path.join(job.tmp, "crash.txt"), "w") as f:
+                        traceback.print_exc(file=f)
+            finally:
+                os._exit(code)
+        job.pid = pid
+    else:
+        job_path = os.path.join(job.tmp, "job.json")
+        Path(job_path).write_text(json.dumps({"steps": job.steps, "work": work, "result": result,
+                                              "forbidden": forbidden, "time_limit": time_limit}))
+        job.proc = subprocess.Popen([sys.executable, "-m", "minirl.grading", "worker", job_path],
+                                    stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                    start_new_session=True, cwd=work)
+        job.pid = job.proc.pid
+
+
+def _poll(job: Job) -> bool:
+    """True once the child has exited (its status stored)."""
+    if job.proc is not None:
+        code = job.proc.poll()
+        if code is None:
+            return False
+        job.exit_status = code
+        return True
+    pid, status = os.waitpid(job.pid, os.WNOHANG)
+    if pid == 0:
+        return False
+    job.exit_status = os.waitstatus_to_exitcode(status)
+    return True
+
+
+def _kill(job: Job) -> None:
+    for kill in (lambda: os.killpg(job.pid, signal.SIGKILL), lambda: os.kill(job.pid, signal.SIGKILL)):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            kill()
+            return
+
+
+def run_jobs(jobs: list[Job], forbidden: list[str], time_limit: float = DEFAULT_TIME_LIMIT, parallel: int = 2,
+             use_fork: bool | None = None, progress=None) -> None:
+    """Run every runnable job, ``parallel`` at a time, each within ``time_limit`` seconds (wall clock)."""
+    use_fork = _fork_available() if use_fork is None else use_fork
+    if use_fork:
+        _preload()
+    pending = [j for j in jobs if j.steps is not None]
+    running: list[Job] = []
+    while pending or running:
+        while pending and len(running) < max(1, parallel):
+            job = pending.pop(0)
+            _start(job, forbidden, time_limit, use_fork)
+            running.append(job)
+        time.sleep(0.02)
+        for job in list(running):
+            if _poll(job):
+                job.elapsed = time.monotonic() - job.started
+                running.remove(job)
+                if progress:
+                    progress(job)
+            elif time.monotonic() - job.started > time_limit:
+                job.timed_out = True
+                _kill(job)
+
+
+def _records(job: Job) -> list[dict]:
+    path = Path(job.tmp) / "result.jsonl"
+    out = []
+    if path.exists():
+        for line in path.read_text(errors="replace").splitlines():
+            with contextlib.suppress(json.JSONDecodeError):
+                out.append(json.loads(line))
+    return out
+
+
+def _signal_name(code: int | None) -> str:
+    if code is None:
+        return "unknown"
+    if code < 0:
+        with contextlib.suppress(ValueError):
+            return f"signal {signal.Signals(-code).name}"
+        return f"signal {-code}"
+    return f"exit status {code}"
+
+
+def _first_failure(output: str) -> str:
+    lines = output.splitlines()
+    for i, line in enumerate(lines):
+        if line.startswith("check FAILED"):
+            return " ".join(s.strip() for s in lines[i:i + 2])[:300]
+    return ""
+
+
+def results_of(job: Job, time_limit: float = DEFAULT_TIME_LIMIT) -> list[TaskResult]:
+    """The rows of one job: one per task of its notebook."""
+    spec, rows = job.spec, []
+
+    def row(task: dict, status: str, message: str = "", **kw) -> TaskResult:
+        return TaskResult(job.student, job.notebook, task["task"], task["level"], status, status == "passed",
+                          message=message, **kw)
+
+    if job.path is None or job.invalid:
+        status = "not submitted" if job.path is None else "invalid notebook"
+        message = f"no {job.notebook}.ipynb in the student's folder" if job.path is None else job.invalid
+        return [row(t, status, message) for t in tasks_of(spec)]
+    records = _records(job)
+    started = {r["step"] for r in records if r["type"] == "start"}
+    ended = {r["step"]: r for r in records if r["type"] == "end"}
+    step_task = {k: s.get("task") for k, s in enumerate(job.steps)}
+    verdicts: dict[int, dict] = {}  # the last verdict of the task a check step checks
+    for r in records:
+        if r["type"] == "verdict" and r.get("task") == step_task.get(r["step"]):
+            verdicts[r["step"]] = r
+    violations: dict[int, list[str]] = {}
+    current = -1
+    for r in records:
+        if r["type"] == "start":
+            current = r["step"]
+        elif r["type"] == "violation":
+            violations.setdefault(current, []).append(f"{r['what']}: {r['detail']}")
+    done = any(r["type"] == "done" for r in records)
+    last_started = max(started) if started else -1
+    crash = Path(job.tmp, "crash.txt")
+    if job.timed_out:
+        stop = f"the notebook reached its time limit of {time_limit:g} s"
+    elif not done:
+        stop = f"the notebook's process died ({_signal_name(job.exit_status)})"
+        if crash.exists():
+            stop += ": " + crash.read_text().strip().splitlines()[-1][:200]
+    else:
+        stop = ""
+    answer_step = {s["task"]: k for k, s in enumerate(job.steps) if s["kind"] == "answer"}
+    check_step = {s["task"]: k for k, s in enumerate(job.steps) if s["kind"] == "check"}
+    for task in tasks_of(spec):
+        name = task["task"]
+        if task["kind"] == "written":
+            text = job.found["written"].get(name)
+            if text is None:
+                rows.append(row(task, "manual", f"no written answer: a Markdown cell starting {task['marker']!r} "
+                                "is missing"))
+            else:
+                rows.append(row(task, "manual", "for the instructor" if text else "not answered", answer=text))
+            continue
+        n_ref = task["n"]
+        a, c = answer_step.get(name), check_step[name]
+        blocked = violations.get(a, []) + violations.get(c, [])
+        if name in job.found["missing"]:
+            rows.append(row(task, "missing", job.found["missing"][name], checks_passed=0, checks_total=n_ref))
+            continue
+        if blocked:
+            rows.append(row(task, "blocked", "; ".join(dict.fromkeys(blocked)), checks_passed=0, checks_total=n_ref))
+            continue
+        if c not in ended:
+            if c in started or (a is not None and a == last_started):
+                message = f"{stop} while this task ran"
+            else:
+                message = f"not reached: {stop} in an earlier step" if stop else "not run"
+            status = "time limit" if job.timed_out else "process died"
+            rows.append(row(task, status, message, checks_passed=0, checks_total=n_ref))
+            continue
+        v = verdicts.get(c)
+        answer_error = ended.get(a, {}).get("error") if a is not None else None
+        if v is None:
+            err = ended[c].get("error")
+            if answer_error:
+                message = f"your answer cell raised {answer_error}"
+            else:
+                message = f"the check could not run: {err}" if err else "the check printed no verdict"
+            rows.append(row(task, "error", message[:300], checks_passed=0, checks_total=n_ref))
+            continue
+        if v.get("not_implemented") is not None:
+            stub = "your code here" in v["not_implemented"]
+            message = "the stub still raises NotImplementedError" if stub else \
+                f"raises NotImplementedError: {v['not_implemented']}"[:300]
+            rows.append(row(task, "not implemented", message, checks_passed=0, checks_total=n_ref))
+            continue
+        k, n = int(v["passed"]), int(v["n"])
+        if n != n_ref:
+            rows.append(row(task, "error", f"the checker ran {n} checks but the reference ran {n_ref}: the checks file "
+                            "is out of date (run make-student)", checks_passed=k, checks_total=n))
+        elif k == n:
+            rows.append(row(task, "passed", checks_passed=k, checks_total=n))
+        else:
+            message = _first_failure(ended[c].get("output", "")) or f"{n - k} of {n} checks failed"
+            if answer_error:
+                message = f"your answer cell raised {answer_error}; " + message
+            rows.append(row(task, "failed", message, checks_passed=k, checks_total=n))
+    for r in rows:
+        if r.task in job.found["flags"]:
+            r.message = "; ".join(m for m in (r.message, job.found["flags"][r.task]) if m)
+    return rows
+
+
+def cleanup(job: Job) -> None:
+    if job.tmp:
+        import shutil
+        shutil.rmtree(job.tmp, ignore_errors=True)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Grading a folder, or one notebook
+# ---------------------------------------------------------------------------------------------------------------
+
+def exercise_of(path: Path, nb: dict | None, specs: dict) -> str | None:
+    """The exercise a submitted file is: its ``minirl_exercise`` metadata (kept by the student copies), else its
+    file name."""
+    if nb is not None:
+        name = nb.get("metadata", {}).get("minirl_exercise") if isinstance(nb.get("metadata"), dict) else None
+        if isinstance(name, str) and name in specs:
+            return name
+    return path.stem if path.stem in specs else None
+
+
+def prepare(student: str, notebook: str, path: Path | None, spec: dict) -> Job:
+    job = Job(student, notebook, path, spec)
+    if path is not None:
+        nb, problem = read_submission(path)
+        if nb is None:
+            job.invalid = problem
+        else:
+            job.steps, job.found = build_program(spec, nb)
+    return job
+
+
+def grade_folder(folder: Path, checks: Path = CHECKS, time_limit: float = DEFAULT_TIME_LIMIT, parallel: int = 2,
+                 notebooks: list[str] | None = None, use_fork: bool | None = None,
+                 progress=None) -> tuple[list[TaskResult], list[Job]]:
+    """Grade ``folder/<student>/<exercise>.ipynb``: one :class:`TaskResult` per student and task."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise GradingError(f"{folder}: no such folder (expected a folder of submissions: {folder}/<student>/"
+                           f"<exercise>.ipynb)")
+    specs = load_checks(checks)
+    students = sorted(p for p in folder.iterdir() if p.is_dir() and not p.name.startswith("."))
+    if not students:
+        raise GradingError(f"no student folders in {folder}: expected {folder}/<student>/<exercise>.ipynb")
+    jobs: list[Job] = []
+    extra: list[TaskResult] = []
+    submitted: dict[tuple[str, str], Path] = {}
+    for student in students:
+        for path in sorted(student.glob("*.ipynb")):
+            nb, _ = read_submission(path)
+            name = exercise_of(path, nb, specs)
+            if name is None:
+                extra.append(TaskResult(student.name, path.stem, "(notebook)", "-", "error", False,
+                                        message=f"{path.name} is not one of the exercises "
+                                                f"({', '.join(n + '.ipynb' for n in specs)})"))
+            elif (student.name, name) in submitted:
+                extra.append(TaskResult(student.name, name, "(notebook)", "-", "error", False,
+                                        message=f"{path.name} and {submitted[student.name, name].name} are both "
+                                                f"{name}: {submitted[student.name, name].name} was graded"))
+            else:
+                submitted[student.name, name] = path
+    wanted = notebooks or sorted({n for _, n in submitted})
+    for n in wanted:
+        if n not in specs:
+            raise GradingError(f"unknown exercise {n!r}: expected one of {', '.join(specs)}")
+    for student in students:
+        for n in wanted:
+            jobs.append(prepare(student.name, n, submitted.get((student.name, n)), specs[n]))
+    forbidden = [str(SOLUTIONS), str(folder.resolve())]
+    try:
+        run_jobs(jobs, forbidden, time_limit, parallel, use_fork, progress)
+        results = [r for job in jobs for r in results_of(job, time_limit)] + extra
+    finally:
+        for job in jobs:
+            cleanup(job)
+    order = {s.name: i for i, s in enumerate(students)}
+    results.sort(key=lambda r: (order.get(r.student, 0), r.notebook))
+    return results, jobs
+
+
+def check_notebook(path: Path, checks: Path = CHECKS, time_limit: float = DEFAULT_TIME_LIMIT,
+                   exercise: str | None = None, use_fork: bool | None = None) -> tuple[list[TaskResult], Job]:
+    """The self-check: grade one notebook exactly as :func:`grade_folder` grades it."""
+    path = Path(path)
+    if not path.is_file():
+        raise GradingError(f"{path}: no such notebook (expected a saved exercise notebook, e.g. 04_iql.ipynb)")
+    specs = load_checks(checks)
+    nb, _ = read_submission(path)
+    name = exercise or exercise_of(path, nb, specs)
+    if name not in specs:
+        raise GradingError(f"{path.name} is not one of the exercises ({', '.join(n + '.ipynb' for n in specs)}); "
+                           "name it with --exercise")
+    job = prepare("you", name, path, specs[name])
+    try:
+        run_jobs([job], [str(SOLUTIONS)], time_limit, 1, use_fork)
+        rows = results_of(job, time_limit)
+        job.details = {r["step"]: r.get("output", "") for r in _records(job) if r["type"] == "end"}
+    finally:
+        cleanup(job)
+    return rows, job
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Output: a Markdown table, CSV and JSON (one row per student and task)
+# ---------------------------------------------------------------------------------------------------------------
+
+FIELDS = [f for f in TaskResult.__dataclass_fields__]
+
+
+def table(results: list[TaskResult]) -> str:
+    """One Markdown row per student and notebook: auto-graded tasks passed, each task's state, notes."""
+    lines = ["| student | notebook | passed | tasks | notes |", "| --- | --- | ---: | --- | --- |"]
+    groups: dict[tuple[str, str], list[TaskResult]] = {}
+    for r in results:
+        groups.setdefault((r.student, r.notebook), []).append(r)
+    for (student, notebook), rows in groups.items():
+        auto = [r for r in rows if r.level != "written" and r.task != "(notebook)"]
+        tasks = ", ".join(f"{r.task} {r.short}" for r in rows if r.task != "(notebook)")
+        notes = sorted({r.message for r in rows
+                        if r.status in ("time limit", "process died", "blocked", "invalid notebook", "not submitted",
+                                        "missing", "error") or r.task == "(notebook)" or "flagged" in r.message})
+        passed = f"{sum(r.passed for r in auto)}/{len(auto)}" if auto else "-"
+        cell = "; ".join(n.replace("|", "\\|") for n in notes)
+        lines.append(f"| {student} | {notebook} | {passed} | {tasks or '-'} | {cell} |")
+    return "\n".join(lines)
+
+
+def write_csv(results: list[TaskResult], path: Path) -> None:
+    with open(path, "w", newline="", encoding="utf-8") as f:
+        w = csv.DictWriter(f, fieldnames=FIELDS)
+        w.writeheader()
+        for r in results:
+            w.writerow(asdict(r))
+
+
+def write_json(results: list[TaskResult], path: Path) -> None:
+    Path(path).write_text(json.dumps([asdict(r) for r in results], indent=1, ensure_ascii=False) + "\n",
+                          encoding="utf-8")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 3 and sys.argv[1] == "worker":
+        sys.exit(worker_main(sys.argv[2]))
+    print("usage: python -m minirl.grading worker JOB.json  (internal: use python -m minirl.exercises)",
+          file=sys.stderr)
+    sys.exit(2)
