@@ -6,6 +6,7 @@
     python benchmarks/speed.py --amp                       # also minirl under bfloat16 autocast (train --amp)
     python benchmarks/speed.py --no-d3rlpy                 # minirl only
     python benchmarks/speed.py --profile 30 --algos cql    # torch.profiler over 30 updates instead of timing
+    python benchmarks/speed.py --targets --threads 1 --corl ~/CORL   # the speed targets' table, CORL as a peer
 
 Each algorithm is built with its default config (the paper's sizes) on a synthetic Hopper-sized dataset
 (obs 11, action 3, 100k transitions), warmed up, then timed over ``--seconds`` of updates; the printed rate counts
@@ -28,6 +29,13 @@ step being what ``d3rlpy``'s ``fit`` loop does per step minus its logger and pro
 batch to tensors, runs the gradient steps and returns the losses as Python floats). Beneath the rates the script
 prints, per algorithm, the parameter counts of both sides' online networks and the matmul FLOPs of one update
 (``torch.utils.flop_counter``), so a reader can check that the sizes, and the work, match.
+
+``--targets`` prints instead one table per algorithm for the speed targets, all in one run: minirl in float32, in
+bfloat16 and in bfloat16 with every network compiled (``train --compile``), d3rlpy and CORL in float32 (CORL's
+single-file ``iql.py``/``cql.py`` from a checkout named by ``--corl DIR``, see ``benchmarks/corl_peer.py``; a peer
+that is not available is a line saying so), the best minirl rate over each peer's, the matmul work per update, and
+the achieved GFLOP/s as a fraction of this core's measured matmul peak (:func:`matmul_peak`, 2048x2048 products)
+in the precision that rate ran in.
 """
 from __future__ import annotations
 
@@ -38,12 +46,15 @@ import os
 import platform
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import torch
 
 from minirl import nets, train
 from minirl.data import OfflineDataset
+
+sys.path.insert(0, str(Path(__file__).parent))  # corl_peer.py beside this file
 
 TARGET = 2.0                          # the issue's target: minirl >= 2x d3rlpy's updates/s ...
 TARGET_ALGOS = ("bcq", "cql", "iql")  # ... for these algorithms
@@ -284,6 +295,51 @@ def update_flops(update) -> float:
     return float(counter.get_total_flops())
 
 
+def matmul_peak(dtype: torch.dtype, device: str = "cpu", n: int = 2048, seconds: float = 3.0) -> float:
+    """This core's matmul rate in GFLOP/s: ``n x n`` products in ``dtype`` for ``seconds`` (the best a layer can
+    reach here; layers as small as 256 wide reach less)."""
+    a = torch.randn(n, n, device=device).to(dtype)
+    b = torch.randn(n, n, device=device).to(dtype)
+    rate, _ = _timed_loop(lambda: torch.mm(a, b), seconds, device, warmup=2)
+    return 2 * n ** 3 * rate / 1e9
+
+
+def targets_table(algos, data: OfflineDataset, batch_size: int, seconds: float, device: str, corl_dir, d3rlpy,
+                  d3data) -> list[str]:
+    """The speed targets' table (``--targets``), as Markdown lines."""
+    peak = {"float32": matmul_peak(torch.float32, device), "bf16": matmul_peak(torch.bfloat16, device)}
+    lines = [f"Matmul peak of this core (2048x2048): float32 {peak['float32']:.0f} GFLOP/s, bfloat16 "
+             f"{peak['bf16']:.0f} GFLOP/s", "",
+             "| algorithm | float32 | bf16 | bf16 + compile | d3rlpy | CORL | best / d3rlpy | best / CORL | "
+             "GFLOP/update | best GFLOP/s | of the peak |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    gen = torch.Generator(device=device).manual_seed(1)
+    for algo in algos:
+        rates = {"float32": time_updates(algo, data, batch_size, seconds, device),
+                 "bf16": time_updates(algo, data, batch_size, seconds, device, amp=True),
+                 "bf16 + compile": time_updates(algo, data, batch_size, seconds, device, amp=True, compile=True)}
+        best = max(rates, key=rates.get)
+        peers = []
+        model = None if d3rlpy is None else make_d3rlpy(algo, data, d3data, batch_size, device, d3rlpy)
+        peers.append(None if model is None else time_d3rlpy(model, d3data, batch_size, seconds, device)[0])
+        corl = None
+        if corl_dir is not None:
+            from corl_peer import make_peer
+            peer = make_peer(corl_dir, algo, data, batch_size, device)
+            corl = None if peer is None else _timed_loop(peer[0], seconds, device)[0]
+        peers.append(corl)
+        torch.manual_seed(0)
+        agent, _ = make_minirl(algo, data, device)
+        flops = update_flops(lambda: agent.update(data.sample(batch_size, device, gen))) / 1e9
+        cells = [f"{r:,.1f}" for r in rates.values()]
+        cells += ["-" if p is None else f"{p:,.1f}" for p in peers]
+        cells += ["-" if p is None else f"{rates[best] / p:.2f}" for p in peers]
+        achieved = flops * rates[best]
+        cells += [f"{flops:.3f}", f"{achieved:.0f}", f"{100 * achieved / peak[best.split()[0]]:.0f} % ({best})"]
+        lines.append(f"| {algo} | " + " | ".join(cells) + " |")
+    return lines
+
+
 # --------------------------------------------------------------------------------------------------------------
 # Profile
 # --------------------------------------------------------------------------------------------------------------
@@ -324,6 +380,16 @@ def profile_updates(algo: str, data: OfflineDataset, batch_size: int, updates: i
 # The table
 # --------------------------------------------------------------------------------------------------------------
 
+def _cpu_name() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown CPU"
+
+
 def _loadavg() -> str:
     try:
         return ", ".join(f"{x:.2f}" for x in os.getloadavg())
@@ -347,7 +413,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--dataset-size", type=int, default=100_000, help="synthetic transitions")
     p.add_argument("--profile", type=int, default=0, metavar="N",
                    help="instead of timing, profile N updates of each of minirl's algorithms (torch.profiler)")
+    p.add_argument("--targets", action="store_true",
+                   help="instead, the speed targets' table: float32, bf16, bf16 + compile, d3rlpy, CORL, peak share")
+    p.add_argument("--corl", metavar="DIR", default=None,
+                   help="a checkout of tinkoff-ai/CORL: time its iql.py and cql.py as peers (with --targets)")
     a = p.parse_args(argv)
+    if a.corl is not None and not (Path(a.corl) / "algorithms" / "offline").is_dir():
+        p.error(f"--corl {a.corl}: not a CORL checkout (no algorithms/offline/ folder)")
     if a.threads:
         torch.set_num_threads(a.threads)
     data = synthetic_dataset(a.dataset_size)
@@ -363,9 +435,17 @@ def main(argv: list[str] | None = None) -> int:
         d3data = d3rlpy_dataset(data, d3rlpy)
     d3_label = (f"d3rlpy {d3rlpy.__version__}" if d3rlpy is not None
                 else "d3rlpy not installed" if a.d3rlpy else "d3rlpy not measured (--no-d3rlpy)")
-    print(f"# {platform.machine()} CPU x{torch.get_num_threads()} torch threads, device {a.device}, torch "
-          f"{torch.__version__}, {d3_label}, batch {a.batch_size}, {a.seconds:g} s per measurement, "
+    print(f"# {platform.machine()} CPU ({_cpu_name()}) x{torch.get_num_threads()} torch threads, device {a.device}, "
+          f"torch {torch.__version__}, {d3_label}, batch {a.batch_size}, {a.seconds:g} s per measurement, "
           f"load average {_loadavg()} at the start\n")
+    if a.targets:
+        if a.corl is None:
+            print("CORL not measured: no --corl DIR (a checkout of github.com/tinkoff-ai/CORL)\n")
+        for line in targets_table(a.algos, data, a.batch_size, a.seconds, a.device, a.corl, d3rlpy,
+                                  d3data if d3rlpy is not None else None):
+            print(line, flush=True)
+        print(f"\n# load average {_loadavg()} at the end")
+        return 0
     header = "| algorithm | updates/s |"
     rule = "| --- | ---: |"
     if a.unfused:

@@ -111,3 +111,57 @@ def test_main_measures_d3rlpy_in_the_same_run(capsys):
     assert rows["sac-offline"][2] == "no counterpart"
     sizes = [line for line in out.splitlines() if line.startswith("| bc | 69,635 | 69,635 | yes |")]
     assert len(sizes) == 1
+
+
+def _fake_corl(root: Path) -> Path:
+    """A stand-in CORL checkout: algorithms/offline/iql.py with the names corl_peer uses, importing what CORL's
+    file imports at the top (d4rl, wandb, gym, pyrallis), so the stand-in modules are exercised too."""
+    offline = root / "algorithms" / "offline"
+    offline.mkdir(parents=True)
+    (offline / "iql.py").write_text('''
+import d4rl, gym, pyrallis, wandb, torch
+from dataclasses import dataclass
+@dataclass
+class TrainConfig:
+    device: str = "cpu"; actor_lr: float = 3e-4; qf_lr: float = 3e-4; vf_lr: float = 3e-4; discount: float = 0.99
+    tau: float = 0.005; beta: float = 3.0; iql_tau: float = 0.7; max_timesteps: int = 10
+def annotated(env: gym.Env) -> gym.Env: return env
+class ReplayBuffer:
+    def __init__(self, s, a, n, device): self.n = n
+    def load_d4rl_dataset(self, d): self.obs = torch.as_tensor(d["observations"])
+    def sample(self, b): return [self.obs[:b]]
+def _net(*dims): return torch.nn.Linear(dims[0], 1)
+TwinQ = lambda s, a: _net(s + a)
+ValueFunction = lambda s: _net(s)
+GaussianPolicy = lambda s, a, m: _net(s)
+class ImplicitQLearning:
+    calls = 0
+    def __init__(self, **kw): self.kw = kw
+    def train(self, batch): ImplicitQLearning.calls += 1
+@pyrallis.wrap()
+def train(config): pass
+''')
+    return root
+
+
+def test_targets_table_with_a_corl_peer(tmp_path, monkeypatch, capsys):
+    import corl_peer
+    monkeypatch.setattr(speed, "matmul_peak", lambda dtype, device="cpu": 100.0)
+    monkeypatch.setattr(speed.train, "compile_agent", lambda agent, backend="inductor", mode=None: [])
+    corl = _fake_corl(tmp_path / "CORL")
+    assert speed.main(["--algos", "bc", "iql", "--targets", "--corl", str(corl), "--no-d3rlpy", *TINY]) == 0
+    out = capsys.readouterr().out
+    assert "float32 100 GFLOP/s, bfloat16 100 GFLOP/s" in out
+    rows = _rows(out)
+    assert rows["bc"][5] == "-" and rows["bc"][7] == "-"          # CORL has no single-file BC peer here
+    rates = [float(c.replace(",", "")) for c in rows["iql"][1:4]]
+    corl_rate = float(rows["iql"][5].replace(",", ""))
+    assert rows["iql"][4] == "-" and corl_rate > 0                 # no d3rlpy here; CORL measured
+    assert float(rows["iql"][7]) == pytest.approx(max(rates) / corl_rate, abs=0.01)
+    assert rows["iql"][10].endswith(")") and "%" in rows["iql"][10]
+    m = corl_peer.load_module(corl, "iql")
+    assert m.ImplicitQLearning.calls == 0 and "d4rl" not in sys.modules  # the stand-ins are removed after import
+    assert m.gym.Env is __import__("gymnasium").Env
+    with pytest.raises(SystemExit):
+        speed.main(["--targets", "--corl", str(tmp_path / "nowhere"), "--no-d3rlpy", *TINY])
+    assert "not a CORL checkout" in capsys.readouterr().err
