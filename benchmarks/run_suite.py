@@ -57,7 +57,7 @@ def run_label(algo: str, overrides: dict) -> str:
 
 
 def run_one(root: Path, algo: str, dataset: str, seed: int, scale: str, overrides: dict, steps: int | None,
-            device: str, amp: bool = False) -> dict | None:
+            device: str, precision: str = "float32", threads: int | None = None) -> dict | None:
     out = root / run_label(algo, overrides) / dataset / f"s{seed}"
     if (out / "result.json").exists():
         print(f"skip {out} (done)")
@@ -69,7 +69,7 @@ def run_one(root: Path, algo: str, dataset: str, seed: int, scale: str, override
     out.mkdir(parents=True, exist_ok=True)
     lock.write_text(str(os.getpid()))
     try:
-        return _train_and_record(out, algo, dataset, seed, scale, overrides, steps, device, amp)
+        return _train_and_record(out, algo, dataset, seed, scale, overrides, steps, device, precision, threads)
     finally:
         lock.unlink(missing_ok=True)
 
@@ -83,15 +83,18 @@ def _alive(pid: int) -> bool:
 
 
 def _train_and_record(out: Path, algo: str, dataset: str, seed: int, scale: str, overrides: dict,
-                      steps: int | None, device: str, amp: bool = False) -> dict:
+                      steps: int | None, device: str, precision: str = "float32", threads: int | None = None) -> dict:
     sc = train.get_scale(scale)
     n_steps = steps if steps is not None else sc.steps_for(algo)
+    interrupted = (out / "checkpoint.pt").exists()  # resumed; anything else left in out is a run that saved nothing
     history = train.run(algo, dataset, scale=scale, steps=n_steps, seed=seed, device=device, out=out,
-                        overrides=overrides, checkpoint_every=max(n_steps // 4, 1), resume=True, amp=amp)
+                        overrides=overrides, checkpoint_every=max(n_steps // 4, 1), resume=interrupted,
+                        overwrite=not interrupted, precision=precision, threads=threads)
     last_train = history["train"][-1] if history["train"] else {}
     last_eval = history["eval"][-1] if history["eval"] else {}
+    resolved = history["config"]["precision"]
     result = {"algo": algo, "label": run_label(algo, overrides), "overrides": overrides, "dataset": dataset,
-              "seed": seed, "scale": sc.name, "steps": n_steps, "amp": amp,
+              "seed": seed, "scale": sc.name, "steps": n_steps, "precision": resolved, "amp": resolved == "bf16",
               "score": last_eval.get("score_mean"), "return": last_eval.get("return_mean"),
               "wall_time_s": round(history["wall_time"], 1),
               "updates_per_s": last_train.get("updates_per_s"),
@@ -125,25 +128,45 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--steps", type=int, default=None, help="override the scale's steps")
     p.add_argument("--tag", default=None, help="results subdirectory (default: the scale's name)")
     p.add_argument("--root", default="results")
-    p.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE", help="config overrides for every run")
+    p.add_argument("--set", nargs="+", action="extend", default=[], metavar="NAME=VALUE",
+                   help="config fields for every run, parsed by their type (see python -m minirl train --help)")
     p.add_argument("--device", default="cpu")
-    p.add_argument("--amp", action="store_true",
-                   help="bfloat16 autocast in the updates (minirl.train.autocast); the tag defaults to <scale>-amp")
-    p.add_argument("--threads", type=int, default=1, help="torch threads (1 is fastest on a busy 2-core machine)")
+    p.add_argument("--precision", choices=train.PRECISIONS, default=None,
+                   help="float32 (default), bf16 (bfloat16 autocast in the updates) or auto (bf16 where the hardware "
+                        "computes it natively); with bf16 the tag defaults to <scale>-amp")
+    p.add_argument("--amp", action="store_true", help="the same as --precision bf16")
+    p.add_argument("--threads", type=int, default=1, help="torch threads per run (1: one run per core)")
     p.add_argument("--redo", action="store_true", help="delete and rerun runs that already have a result")
     a = p.parse_args(argv)
+    with train.user_errors(p.prog):
+        return _suite(a)
 
-    torch.set_num_threads(a.threads)
+
+def _suite(a) -> int:
+    """Check every setting of the grid before the first run, then run what is missing."""
     scale = train.get_scale(a.scale)
-    root = Path(a.root) / (a.tag or scale.name + ("-amp" if a.amp else ""))
-    overrides = train._parse_overrides(a.set)
+    precision = train.requested_precision(a.precision, a.amp)
+    resolved = train.resolve_precision(precision, train.check_device(a.device))
+    train.at_least("--threads", a.threads, 1)
+    for seed in a.seeds:
+        train.at_least("--seeds", seed, 0)
+    if a.steps is not None:
+        train.at_least("--steps", a.steps, 1)
+    for dataset in a.datasets:
+        train.check_dataset(dataset)
+    overrides = {algo: train.parse_overrides(algo, a.set) for algo in a.algos}
+    for algo in a.algos:
+        train.make_config(algo, overrides[algo])
+    torch.set_num_threads(a.threads)
+    root = Path(a.root) / (a.tag or scale.name + ("-amp" if resolved == "bf16" else ""))
     for dataset in a.datasets:
         for algo in a.algos:
             for seed in a.seeds:
-                out = root / run_label(algo, overrides) / dataset / f"s{seed}"
+                out = root / run_label(algo, overrides[algo]) / dataset / f"s{seed}"
                 if a.redo and out.exists():
                     shutil.rmtree(out)
-                run_one(root, algo, dataset, seed, scale.name, overrides, a.steps, a.device, a.amp)
+                run_one(root, algo, dataset, seed, scale.name, overrides[algo], a.steps, a.device, precision,
+                        a.threads)
                 write_summary(root)
     print(score_table(load_results(root)))
     return 0

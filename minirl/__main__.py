@@ -2,4 +2,4 @@ import sys
 
 from .train import main
 
-sys.exit(main())
+sys.exit(main(prog="python -m minirl"))

@@ -34,20 +34,22 @@ from __future__ import annotations
 
 import copy
 from dataclasses import asdict, dataclass
+from typing import Literal
 
 import numpy as np
 import torch
 from torch import nn
 from torch.nn import functional as F
 
+from .config import AT_LEAST_ONE, LAYERS, NON_NEGATIVE, POSITIVE, check_fields, interval, or_none
 from .nets import VAE, CriticEnsemble, _ActionScaler, mlp, soft_update
 
 
 @dataclass
 class BCQConfig:
-    actor_hidden: tuple = (400, 300)     # perturbation model xi_phi(s, a) layer sizes
-    critic_hidden: tuple = (400, 300)    # Q_theta1, Q_theta2 layer sizes
-    vae_hidden: tuple = (750, 750)       # encoder E_omega and decoder D_omega layer sizes
+    actor_hidden: tuple[int, ...] = (400, 300)   # perturbation model xi_phi(s, a) layer sizes
+    critic_hidden: tuple[int, ...] = (400, 300)  # Q_theta1, Q_theta2 layer sizes
+    vae_hidden: tuple[int, ...] = (750, 750)     # encoder E_omega and decoder D_omega layer sizes
     latent_dim: int | None = None        # dim z; None: 2 * act_dim
     latent_clip: float = 0.5             # sampling z ~ N(0, 1) clipped to [-latent_clip, latent_clip]
     kl_weight: float = 0.5               # weight of KL(N(mu, sigma) || N(0, 1)) in L_vae
@@ -61,7 +63,14 @@ class BCQConfig:
     critic_lr: float = 1e-3              # Adam learning rate of Q_theta
     vae_lr: float = 1e-3                 # Adam learning rate of G_omega (PyTorch's Adam default in the reference)
     normalize_states: bool = True        # (s - mean) / std of the dataset; the reference trains on raw states
-    reward_scale: str | None = None      # the reference uses raw rewards
+    reward_scale: Literal["return_range"] | None = None  # None: raw rewards, as the reference
+
+    def __post_init__(self):
+        check_fields(self, actor_hidden=LAYERS, critic_hidden=LAYERS, vae_hidden=LAYERS,
+                     latent_dim=or_none(AT_LEAST_ONE), latent_clip=NON_NEGATIVE, kl_weight=NON_NEGATIVE,
+                     phi=NON_NEGATIVE, lmbda=interval("[0, 1]"), n_target_samples=AT_LEAST_ONE,
+                     n_action_samples=AT_LEAST_ONE, gamma=interval("[0, 1)"), tau=interval("(0, 1]"),
+                     actor_lr=POSITIVE, critic_lr=POSITIVE, vae_lr=POSITIVE)
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -256,7 +265,7 @@ class BCQ:
 @dataclass
 class DiscreteBCQConfig:
     n_actions: int | None = None   # |A|; None: action_high + 1 (actions are the indices 0 .. |A| - 1)
-    hidden: tuple = (256, 256)     # layers of the Q network and of the (separate) imitation network G_omega
+    hidden: tuple[int, ...] = (256, 256)  # layers of the Q network and of the (separate) imitation network G_omega
     lr: float = 3e-4               # Adam learning rate (both networks, one optimiser)
     gamma: float = 0.99            # discount gamma
     threshold: float = 0.3         # tau: a is allowed in s iff G(a|s) / max_a' G(a'|s) >= tau
@@ -264,7 +273,12 @@ class DiscreteBCQConfig:
     target_tau: float = 0.005      # target <- target_tau * Q + (1 - target_tau) * target ...
     target_update_every: int = 1   # ... every this many updates (Atari reference: target_tau=1, every 8000)
     normalize_states: bool = False  # the reference feeds raw states
-    reward_scale: str | None = None
+    reward_scale: Literal["return_range"] | None = None  # None: raw rewards
+
+    def __post_init__(self):
+        check_fields(self, n_actions=or_none(interval("[2, inf)")), hidden=LAYERS, lr=POSITIVE,
+                     gamma=interval("[0, 1)"), threshold=interval("[0, 1]"), logit_reg=NON_NEGATIVE,
+                     target_tau=interval("(0, 1]"), target_update_every=AT_LEAST_ONE)
 
 
 def bcq_action_mask(log_probs: torch.Tensor, threshold: float) -> torch.Tensor:

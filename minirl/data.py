@@ -32,10 +32,12 @@ draws indices and gathers rows per batch, so a training step never copies data f
 """
 from __future__ import annotations
 
+import contextlib
 import numbers
 import os
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -622,3 +624,20 @@ class OfflineDataset:
         t = self.to_tensors(device)
         idx = torch.randint(len(self), (int(batch_size),), device=t["obs"].device, generator=generator)
         return {k: t[k][idx] for k in ("obs", "act", "rew", "next_obs", "done")}
+
+
+@contextlib.contextmanager
+def atomic_write(path: str | os.PathLike) -> Iterator[Path]:
+    """Write ``path`` all at once: the block writes the temporary file this yields (beside ``path``, same suffix);
+    when the block ends without an error, the file is flushed to disk and renamed to ``path`` (``os.replace`` is
+    atomic). A process killed while writing therefore leaves the previous file, or none, never half of one (plus,
+    at worst, a hidden ``.<name>.<pid>.tmp<suffix>`` file)."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.stem}.{os.getpid()}.tmp{path.suffix}")
+    try:
+        yield tmp
+        with open(tmp, "rb+") as f:
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)

@@ -35,7 +35,7 @@ def test_scales(monkeypatch):
     assert get_scale().steps == 1_000_000 and get_scale().batch_size == 256
     assert get_scale("smoke").steps < get_scale("cpu").steps < get_scale("full").steps
     monkeypatch.setenv("MINIRL_SCALE", "huge")
-    with pytest.raises(ValueError, match="MINIRL_SCALE must be one of"):
+    with pytest.raises(ValueError, match="MINIRL_SCALE must be smoke .*, cpu .* or full .*, got 'huge'"):
         get_scale()
     assert set(SCALES) == {"smoke", "cpu", "full"}
 
@@ -170,7 +170,7 @@ def test_cli_train_writes_logs(tmp_path, monkeypatch, capsys):
     printed = capsys.readouterr().out
     assert "scale=smoke steps=50" in printed and "normalised score" in printed
     cfg = json.loads((out / "config.json").read_text())
-    assert cfg["config"]["hidden"] == [32, 32] and cfg["steps"] == 50 and cfg["amp"] is True
+    assert cfg["config"]["hidden"] == [32, 32] and cfg["steps"] == 50 and cfg["precision"] == "bf16"  # --amp
     evals = [json.loads(x) for x in (out / "log.jsonl").read_text().splitlines() if '"eval"' in x]
     assert evals[-1]["step"] == 50 and "score_mean" in evals[-1]
 
