@@ -121,10 +121,14 @@ def full_size(name: str) -> int:
 
 def recipe_key(name: str) -> str:
     """A short hash of everything dataset ``name`` is made from: the recipe version, the environment, and the bytes
-    of the snapshots it rolls out (with their shares, for medium-replay). Re-exported behaviour policies therefore
-    never reuse a stale cache."""
+    of the snapshots it rolls out (with their shares, for medium-replay), and the versions of gymnasium, MuJoCo and
+    torch (they step the environment and run the policy). Re-exported behaviour policies and upgraded packages
+    therefore never reuse a stale cache."""
+    from . import versions
     task, tier = parse_name(name)
-    h = hashlib.sha1(f"{RECIPE_VERSION}|{task.env_id}|{tier}".encode())
+    made_with = "|".join(f"{p}={(v or '').split('+')[0]}" for p, v in versions().items()
+                         if p in ("gymnasium", "mujoco", "torch"))
+    h = hashlib.sha1(f"{RECIPE_VERSION}|{task.env_id}|{tier}|{made_with}".encode())
     if tier == "medium-expert":
         h.update((recipe_key(f"{task.name}-medium") + recipe_key(f"{task.name}-expert")).encode())
     elif tier in ("medium", "expert"):
@@ -250,14 +254,19 @@ def load_dataset(name: str, n_transitions: int | None = None, progress: bool = T
 
     ``n_transitions`` picks a smaller version (what the ``smoke`` scale uses); ``None`` is the full dataset.
     """
+    from .config import UserError
+    from .data import atomic_write
     path = cache_path(name, n_transitions)
     if path.exists():
-        return OfflineDataset.load(path)
+        try:
+            return OfflineDataset.load(path)
+        except Exception as e:  # a damaged file fails in many ways (zip, npz, the dataset's own checks)
+            raise UserError(f"{path} is damaged ({type(e).__name__}: {e}); delete it and minirl makes {name} "
+                            f"again") from None
     ds = make_dataset(name, n_transitions, progress)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp.npz")
-    ds.save(tmp)
-    os.replace(tmp, path)
+    with atomic_write(path) as tmp:  # a process killed while writing leaves no cache, never half of one
+        ds.save(tmp)
     return ds
 
 
