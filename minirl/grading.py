@@ -295,7 +295,10 @@ class _Sandbox:
 def run_child(steps: list[dict], work: str, result_path: str, forbidden: list[str], time_limit: float) -> None:
     """Run ``steps`` in this (child) process; progress goes to ``result_path`` as JSON lines. Never returns into the
     caller's code: the caller exits right after."""
-    os.setsid()  # its own process group: the grader kills the group at the time limit
+    if os.getsid(0) != os.getpid():
+        os.setsid()  # its own process group: the grader kills the group at the time limit (spawned: already one)
+    import faulthandler
+    faulthandler.disable()  # a crash of the submission is reported in its row, not dumped on the grader's terminal
     fd = os.open(result_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
 
     def report(record: dict) -> None:
@@ -434,9 +437,10 @@ def _start(job: Job, forbidden: list[str], time_limit: float, use_fork: bool) ->
         job_path = os.path.join(job.tmp, "job.json")
         Path(job_path).write_text(json.dumps({"steps": job.steps, "work": work, "result": result,
                                               "forbidden": forbidden, "time_limit": time_limit}))
-        job.proc = subprocess.Popen([sys.executable, "-m", "minirl.grading", "worker", job_path],
-                                    stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                    start_new_session=True, cwd=work)
+        with open(os.path.join(job.tmp, "crash.txt"), "w") as err:  # the worker's own errors, if any
+            job.proc = subprocess.Popen([sys.executable, "-m", "minirl.grading", "worker", job_path],
+                                        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err,
+                                        start_new_session=True, cwd=work)
         job.pid = job.proc.pid
 
 
@@ -549,8 +553,9 @@ def results_of(job: Job, time_limit: float = DEFAULT_TIME_LIMIT) -> list[TaskRes
         stop = f"the notebook reached its time limit of {time_limit:g} s"
     elif not done:
         stop = f"the notebook's process died ({_signal_name(job.exit_status)})"
-        if crash.exists():
-            stop += ": " + crash.read_text().strip().splitlines()[-1][:200]
+        lines = crash.read_text(errors="replace").strip().splitlines() if crash.exists() else []
+        if lines:
+            stop += ": " + lines[-1][:200]
     else:
         stop = ""
     answer_step = {s["task"]: k for k, s in enumerate(job.steps) if s["kind"] == "answer"}
@@ -609,6 +614,11 @@ def results_of(job: Job, time_limit: float = DEFAULT_TIME_LIMIT) -> list[TaskRes
             if answer_error:
                 message = f"your answer cell raised {answer_error}; " + message
             rows.append(row(task, "failed", message, checks_passed=k, checks_total=n))
+    ignored = job.found["ignored"]
+    if ignored and rows:
+        note = (f"{ignored} code cell{'s' if ignored > 1 else ''} not in the reference {'were' if ignored > 1 else 'was'}"
+                " ignored (only the answer cells are graded)")
+        rows[0].message = "; ".join(m for m in (rows[0].message, note) if m)
     for r in rows:
         if r.task in job.found["flags"]:
             r.message = "; ".join(m for m in (r.message, job.found["flags"][r.task]) if m)
@@ -734,7 +744,8 @@ def table(results: list[TaskResult]) -> str:
         tasks = ", ".join(f"{r.task} {r.short}" for r in rows if r.task != "(notebook)")
         notes = sorted({r.message for r in rows
                         if r.status in ("time limit", "process died", "blocked", "invalid notebook", "not submitted",
-                                        "missing", "error") or r.task == "(notebook)" or "flagged" in r.message})
+                                        "missing", "error") or r.task == "(notebook)" or "flagged" in r.message
+                        or "ignored" in r.message})
         passed = f"{sum(r.passed for r in auto)}/{len(auto)}" if auto else "-"
         cell = "; ".join(n.replace("|", "\\|") for n in notes)
         lines.append(f"| {student} | {notebook} | {passed} | {tasks or '-'} | {cell} |")
