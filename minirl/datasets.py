@@ -217,6 +217,18 @@ def unpack_replay(packed) -> dict[str, np.ndarray]:
         "next_observations": next_obs}
 
 
+def save_npz_reproducibly(path: Path, arrays: dict[str, np.ndarray]) -> None:
+    """``np.savez_compressed`` without the write time in the zip entries: the same arrays give the same bytes (and
+    the same SHA-256), so exporting a task again does not change a committed file that did not change."""
+    import zipfile
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
+        for name, a in arrays.items():
+            info = zipfile.ZipInfo(f"{name}.npy", date_time=(1980, 1, 1, 0, 0, 0))
+            info.compress_type = zipfile.ZIP_DEFLATED
+            with z.open(info, "w", force_zip64=True) as f:
+                np.lib.format.write_array(f, np.ascontiguousarray(a), allow_pickle=False)
+
+
 def sha256(path: Path) -> str:
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
@@ -345,7 +357,7 @@ def export_assets(task: str, run_dir: str | os.PathLike, sizes: dict, replay: st
     medium = copy(medium_step, "medium.pt")
     expert = copy(expert_step, "expert.pt") if expert_step is not None else None
     if replay == "buffer":
-        np.savez_compressed(out / "medium_replay.npz", **pack_replay(replay_dataset(run, medium_step)))
+        save_npz_reproducibly(out / "medium_replay.npz", pack_replay(replay_dataset(run, medium_step)))
         replay_entry = {"file": "medium_replay.npz", "sha256": sha256(out / "medium_replay.npz"),
                         "transitions": medium_step,
                         "source": f"the SAC run's replay buffer, steps 0 to {medium_step} (the medium snapshot)"}

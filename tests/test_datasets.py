@@ -205,6 +205,9 @@ def test_shipped_replay_buffer_is_the_runs_buffer_checked_on_load(tmp_path, monk
         m = datasets.export_assets("hopper", run, {"random": 1000, "medium": 1000, "expert": 1000},
                                    medium_step=400, expert_step=600, episodes=1)
         assert m["replay"]["transitions"] == 400 and m["info"]["medium_step"] == 400
+        again = datasets.export_assets("hopper", run, {"random": 1000, "medium": 1000, "expert": 1000},
+                                       medium_step=400, expert_step=600, episodes=1)
+        assert again["replay"]["sha256"] == m["replay"]["sha256"]  # the same buffer, the same committed bytes
         full = make_dataset("hopper-medium-replay", progress=False)
         want = replay_dataset(run, 400)
         assert len(full) == 400 and all(np.array_equal(getattr(full, k), want[k]) for k in want)
