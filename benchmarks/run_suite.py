@@ -106,7 +106,10 @@ def _train_and_record(out: Path, algo: str, dataset: str, seed: int, scale: str,
     return result
 
 
-def write_summary(root: Path) -> Path:
+def write_summary(root: Path) -> Path | None:
+    """``root/summary.csv`` from every finished run under ``root`` (None while there is none)."""
+    if not any(root.glob("*/*/s*/result.json")):
+        return None
     runs = load_results(root)
     path = root / "summary.csv"
     keys = ["label", "algo", "dataset", "seed", "scale", "steps", "score", "return", "wall_time_s",
@@ -168,7 +171,10 @@ def _suite(a) -> int:
                 run_one(root, algo, dataset, seed, scale.name, overrides[algo], a.steps, a.device, precision,
                         a.threads)
                 write_summary(root)
-    print(score_table(load_results(root)))
+    if write_summary(root) is None:
+        print(f"no run of this grid has finished yet in {root}")
+    else:
+        print(score_table(load_results(root)))
     return 0
 
 

@@ -24,13 +24,18 @@ def load_results(root: str | Path = "results/cpu") -> list[dict]:
     ``curve`` (a dict of numpy arrays ``step``, ``score``, ``return`` from ``eval.csv``) and ``path``.
 
     A relative ``root`` is looked up from the current directory first, then from the repository (so a notebook in
-    ``notebooks/`` finds ``results/cpu``).  A missing root gives an empty list.
+    ``notebooks/`` finds ``results/cpu``). A root with no finished run (or none at all) is a ``FileNotFoundError``
+    saying where it looked, never an empty list that would make an empty table.
     """
-    root = Path(root)
-    if not root.is_absolute() and not root.exists():
-        root = _repo_root() / root
+    given = Path(root)
+    root = given if given.is_absolute() or given.exists() else _repo_root() / given
+    found = sorted(root.glob("*/*/s*/result.json"))
+    if not found:
+        where = str(given) if root == given else f"{given} nor {root}"
+        raise FileNotFoundError(f"no finished runs in {where} (none has <label>/<dataset>/s<seed>/result.json): "
+                                f"make them with benchmarks/run_suite.py (its --root and --tag name the folder)")
     runs = []
-    for path in sorted(root.glob("*/*/s*/result.json")):
+    for path in found:
         r = json.loads(path.read_text())
         curve = {"step": [], "score": [], "return": []}
         eval_csv = path.parent / "eval.csv"

@@ -120,16 +120,16 @@ def check_device(device: str) -> str:
 PRECISIONS = ("auto", "float32", "bf16")
 
 
-def native_bf16(device: str) -> bool:
+def native_bf16(device: str, cpuinfo: str = "/proc/cpuinfo") -> bool:
     """Whether ``device`` computes bfloat16 matmuls natively: a CUDA GPU with bfloat16 (Ampere or later), or a CPU
-    with AVX-512 BF16 or AMX-BF16 (read from /proc/cpuinfo, else from torch's CPU checks)."""
+    with AVX-512 BF16 or AMX-BF16 (the flags in ``cpuinfo``, else torch's own CPU checks)."""
     dev = torch.device(device)
     if dev.type == "cuda":
         return torch.cuda.is_bf16_supported(including_emulation=False)
     if dev.type != "cpu":
         return False
     try:
-        with open("/proc/cpuinfo") as f:
+        with open(cpuinfo) as f:
             flags = {w for line in f if line.startswith("flags") for w in line.split()}
         return bool(flags & {"avx512_bf16", "amx_bf16"})
     except OSError:
@@ -1011,7 +1011,9 @@ def build_parser(prog: str = "minirl"):
 def main(argv: list[str] | None = None, prog: str = "minirl") -> int:
     """The command line (see :func:`user_errors` for how it ends)."""
     with user_errors(prog):
-        return _main(argv, prog)
+        code = _main(argv, prog)
+        sys.stdout.flush()  # here, where a closed pipe is caught, rather than at exit
+        return code
 
 
 @contextlib.contextmanager

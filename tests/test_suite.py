@@ -10,6 +10,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 import pytest
+import pytest
 
 from minirl import plots
 
@@ -41,7 +42,9 @@ def test_load_results_table_and_missing(tmp_path):
     assert "| pendulum-medium | 25.0 (1) | 40.0 ± 14.1 (2) |" in table
     assert "| hopper-medium | not run | not run |" in table
     assert plots.missing_runs(runs, ["bc", "iql"], ["pendulum-medium"], [0, 1]) == ["bc/pendulum-medium/s1"]
-    assert plots.load_results(tmp_path / "nowhere") == []
+    for empty in (tmp_path / "nowhere", tmp_path / "iql"):  # a missing folder, and one without finished runs
+        with pytest.raises(FileNotFoundError, match="no finished runs in .* make them with benchmarks/run_suite.py"):
+            plots.load_results(empty)
 
 
 def test_plot_curves_mean_and_band(tmp_path):
