@@ -495,3 +495,14 @@ def test_a_closed_pipe_ends_quietly(tmp_path):
     err = proc.stderr.read()
     proc.wait()
     assert proc.returncode == 1 and err == "", err
+
+
+def test_a_non_editable_install_ships_every_asset():
+    # `pip install .` copies only the package data that pyproject.toml names; a new kind of asset file must be named
+    import fnmatch
+    import tomllib
+    from pathlib import Path
+    repo = Path(__file__).resolve().parent.parent
+    patterns = tomllib.loads((repo / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]["minirl"]
+    assets = [p.relative_to(repo / "minirl").as_posix() for p in (repo / "minirl" / "assets").rglob("*") if p.is_file()]
+    assert assets and [a for a in assets if not any(fnmatch.fnmatch(a, pat) for pat in patterns)] == []

@@ -68,6 +68,7 @@ def test_run_suite_writes_results_and_skips_finished_runs(tmp_path):
     result = json.loads((run / "result.json").read_text())
     assert result["steps"] == 20 and result["scale"] == "smoke" and result["overrides"] == {"hidden": [32, 32]}
     assert np.isfinite(result["score"]) and result["hardware"]["torch_threads"] == 1
+    assert result["precision"] == "float32" and result["amp"] is False  # what the run computed in, resolved
     assert not (run / "checkpoint.pt").exists() and not (run / "agent.pt").exists()
     assert "bc-hidden=32,32" in (tmp_path / "smoke" / "summary.csv").read_text()
     second = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO)
@@ -86,3 +87,20 @@ def test_run_suite_skips_a_run_another_live_process_is_making(tmp_path, capsys):
     (run / "running.pid").write_text("999999999")  # a dead process: the run is taken over and finished
     result = run_suite.run_one(tmp_path / "smoke", "bc", "pendulum-medium", 0, "smoke", {}, 5, "cpu")
     assert result["steps"] == 5 and not (run / "running.pid").exists()
+
+
+def test_run_suite_checks_the_whole_grid_before_the_first_run(tmp_path, monkeypatch, capsys):
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import run_suite
+    monkeypatch.setenv("MINIRL_DATA", str(tmp_path / "data"))
+    base = ["--datasets", "pendulum-random", "--seeds", "0", "--scale", "smoke", "--root", str(tmp_path / "results")]
+    for bad, message in [(["--algos", "bc", "iql", "--set", "expectile=0.9"], "BCConfig has no field 'expectile'"),
+                         (["--algos", "bc", "--set", "lr=fast"], "BCConfig.lr expected a finite number"),
+                         (["--algos", "bc", "--precision", "float32", "--amp"], "contradicts"),
+                         (["--algos", "bc", "--threads", "0"], "--threads must be an integer >= 1"),
+                         (["--algos", "bc", "--seeds", "-1"], "--seeds must be an integer >= 0")]:
+        with pytest.raises(SystemExit) as stop:
+            run_suite.main([*base, *bad])
+        err = capsys.readouterr().err
+        assert stop.value.code == 2 and err.count("\n") == 1 and message in err, err
+    assert not (tmp_path / "data").exists() and not (tmp_path / "results").exists()
