@@ -665,12 +665,13 @@ def plan_run(algo: str, dataset: str, *, scale: str | None = None, steps: int | 
     overrides = dict(overrides or {})
     if "max_steps" in _config_fields(algo):  # schedules (e.g. IQL's cosine actor lr) must know the run's length
         overrides.setdefault("max_steps", steps)
-    config = make_config(algo, overrides)
     size = datasets.full_size(dataset)
-    plan = RunPlan(algo, dataset, sc, steps, seed, device, Path(out or f"runs/{algo}-{dataset}-s{seed}"), config,
-                   min(sc.dataset_size, size) if sc.dataset_size else size, task.env_id, task.name, batch_size,
-                   eval_every if evaluate else None, eval_episodes, checkpoint_every, resume, overwrite, resolved,
-                   requested, threads, compile)
+    plan = RunPlan(algo=algo, dataset=dataset, scale=sc, steps=steps, seed=seed, device=device,
+                   out=Path(out or f"runs/{algo}-{dataset}-s{seed}"), config=make_config(algo, overrides),
+                   transitions=min(sc.dataset_size, size) if sc.dataset_size else size, env_id=task.env_id,
+                   task=task.name, batch_size=batch_size, eval_every=eval_every if evaluate else None,
+                   eval_episodes=eval_episodes, checkpoint_every=checkpoint_every, resume=resume, overwrite=overwrite,
+                   precision=resolved, requested_precision=requested, threads=threads, compile=compile)
     _check_out(plan, override)
     cache = datasets.cache_path(dataset, plan.transitions)
     if not cache.exists():
@@ -738,11 +739,11 @@ def _check_resumable(plan: RunPlan, ck: dict, override) -> None:
         raise UserError(f"--resume: {path} is at step {ck['step']}, beyond --steps {plan.steps}; ask for at least "
                         f"{ck['step']} steps")
     now = json.loads(json.dumps(plan.settings()))
-    fields = list(now["config"])
-    unknown = [k for k in override if k not in (*RESUME_SETTINGS, *fields)]
-    if unknown:
-        raise UserError(f"--override {unknown[0]}: not a setting of this run{did_you_mean(unknown[0], [*RESUME_SETTINGS, *fields])}; "
-                        f"settings: {', '.join([*RESUME_SETTINGS, *fields])}")
+    names = [*RESUME_SETTINGS, *now["config"]]
+    for k in override:
+        if k not in names:
+            raise UserError(f"--override {k}: not a setting of this run{did_you_mean(k, names)}; settings: "
+                            f"{', '.join(names)}")
     was = {**{k: meta.get(k) for k in RESUME_SETTINGS}, **meta.get("config", {})}
     new = {**{k: now[k] for k in RESUME_SETTINGS}, **now["config"]}
     changed = [k for k in new if was.get(k) != new[k] and k not in override]
@@ -947,7 +948,8 @@ def _train_epilog() -> str:
     for algo, (_, _, config_name, *preset) in ALGORITHMS.items():
         cls = config_class(algo)
         if config_name in seen:
-            lines.append(f"\n  {algo}: {seen[config_name]}'s fields with {', '.join(f'{k}={v}' for k, v in preset[0].items())}")
+            preset_text = ", ".join(f"{k}={v}" for k, v in preset[0].items())
+            lines.append(f"\n  {algo}: {seen[config_name]}'s fields with {preset_text}")
             continue
         seen[config_name] = algo
         lines.append(f"\n  {algo} ({config_name}):")
