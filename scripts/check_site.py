@@ -19,14 +19,23 @@ Reports, one line per problem (exit status 1 if any):
 - a page without a link to download its source (``.ipynb`` for a notebook page) from the build;
 - with ``--repository OWNER/NAME``: a notebook page without its Colab and Binder launch links, or a page without
   its "show source" link on GitHub (sphinx-book-theme shows them only when ``repository.url`` is set).
+With ``--overflow`` (needs Chromium) it also opens every content page in headless Chromium at a laptop's width
+(1280 px by default, ``--width``) once MathJax has typeset it, and reports every display equation, inline equation
+or table that does not fit its column: one that scrolls sideways inside its box or sticks out of the article.
+
 tests/test_site.py runs it on a fresh build and on builds broken on purpose.
 """
 from __future__ import annotations
 
 import argparse
+import html as html_module
 import json
+import os
 import re
+import shutil
+import subprocess
 import sys
+import tempfile
 from html.parser import HTMLParser
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
@@ -257,13 +266,154 @@ def check_site(html_dir: str | Path, source_dir: str | Path | None = None, repos
     return problems
 
 
+# ---------------------------------------------------------------------------------------------------------------
+# Does every equation and table fit its column?  Measured in a real browser, after MathJax has typeset the page.
+# ---------------------------------------------------------------------------------------------------------------
+
+# Injected into a copy of the page: once MathJax is done, measure and write a JSON report into the DOM, which
+# Chromium's --dump-dom prints. An element "overflows" when an ancestor between it and the article scrolls or
+# clips sideways (scrollWidth > clientWidth), or when it sticks out on the right of the article.
+OVERFLOW_JS = r"""
+(function () {
+  function label(el) {
+    var box = el.closest('div.math, table, .cell_output, section');
+    var id = box && box.id ? box.id : '';
+    var sec = el.closest('section');
+    var h = sec ? sec.querySelector('h1, h2, h3, h4') : null;
+    var title = h ? h.textContent.replace(/[\u00b6#]/g, '').replace(/\s+/g, ' ').trim().slice(0, 60) : '';
+    var tex = '';
+    if (window.MathJax && MathJax.startup && MathJax.startup.document) {
+      try { for (const m of MathJax.startup.document.math) { if (m.typesetRoot === el) tex = m.math; } } catch (e) {}
+    }
+    tex = tex.replace(/\s+/g, ' ').trim();
+    return (id ? '#' + id + ' ' : '') + '(section "' + title + '")' + (tex ? ' TeX: ' + tex.slice(0, 70) : '');
+  }
+  function report() {
+    try { measure(); } catch (e) {
+      var div = document.createElement('div');
+      div.id = 'minirl-overflow';
+      div.hidden = true;
+      div.textContent = JSON.stringify({error: String(e)});
+      document.body.appendChild(div);
+    }
+  }
+  function measure() {
+    var art = document.querySelector('article.bd-article') || document.querySelector('main') || document.body;
+    var right = art.getBoundingClientRect().right;
+    var out = [];
+    function check(el, kind) {
+      var r = el.getBoundingClientRect();
+      if (r.width === 0 && r.height === 0) return;          // hidden (a collapsed dropdown)
+      if (!art.contains(el)) return;                        // the sidebars' tables of contents are not the column
+      var excess = r.right - right;
+      var start = el;
+      if (kind === 'inline equation') {
+        // judged against its paragraph (or list item, table cell, box): does it stick out on the right? The
+        // theme's span.math around it clips a few pixels of glyph overhang by design, so start above that span.
+        var block = el.closest('p, li, dd, dt, td, th, div');
+        if (block) excess = Math.max(excess, r.right - block.getBoundingClientRect().right);
+        start = el.parentElement && el.parentElement.matches('span.math') ? el.parentElement.parentElement
+                                                                          : el.parentElement;
+      }
+      for (var a = start; a && a !== art.parentElement; a = a.parentElement) {
+        var ox = getComputedStyle(a).overflowX;
+        if (ox !== 'visible' && a.clientWidth > 0 && a.scrollWidth > a.clientWidth + 1) {   // a box that scrolls
+          excess = Math.max(excess, a.scrollWidth - a.clientWidth);
+        }
+      }
+      if (excess > 1) out.push({kind: kind, where: label(el), excess: Math.round(excess)});
+    }
+    document.querySelectorAll('mjx-container[display="true"]').forEach(function (el) { check(el, 'equation'); });
+    document.querySelectorAll('mjx-container:not([display="true"])').forEach(function (el) { check(el, 'inline equation'); });
+    document.querySelectorAll('table').forEach(function (el) { check(el, 'table'); });
+    var div = document.createElement('div');
+    div.id = 'minirl-overflow';
+    div.hidden = true;
+    div.textContent = JSON.stringify({width: window.innerWidth, problems: out});
+    document.body.appendChild(div);
+  }
+  function go() {
+    if (window.MathJax && MathJax.startup && MathJax.startup.promise) {
+      MathJax.startup.promise.then(function () { setTimeout(report, 0); });
+    } else { setTimeout(report, 0); }
+  }
+  if (document.readyState === 'complete') go(); else window.addEventListener('load', go);
+})();
+"""
+OVERFLOW_REPORT = re.compile(r'<div id="minirl-overflow"[^>]*>(.*?)</div>', re.S)
+
+
+def find_browser() -> str | None:
+    """Chromium (or Chrome) on this machine, or ``None``."""
+    for name in ("chromium", "chromium-browser", "google-chrome"):
+        if shutil.which(name):
+            return shutil.which(name)
+    return None
+
+
+def page_overflow(page: str | Path, width: int = 1280, browser: str | None = None, base: str | Path | None = None,
+                  height: int = 2000, budget_ms: int = 30_000) -> list[dict]:
+    """The equations and tables of one built page that do not fit its column at ``width`` px, as measured by
+    headless Chromium: a list of ``{"kind", "where", "excess"}`` (``excess`` in px). ``base`` is the folder the
+    page's relative links resolve from (its own folder by default), so a modified copy can live elsewhere."""
+    browser = browser or find_browser()
+    if browser is None:
+        raise RuntimeError("Chromium not found: apt-get update && apt-get install -y chromium")
+    page = Path(page).resolve()
+    base = Path(base).resolve() if base else page.parent
+    html = page.read_text(encoding="utf-8", errors="replace")
+    html = re.sub(r"<head([^>]*)>", lambda m: f'<head{m.group(1)}><base href="{base.as_uri()}/">', html, count=1)
+    end = html.rfind("</body>")   # the last one: a notebook's output may contain the string "</body>" too
+    html = (html[:end] if end >= 0 else html) + f"<script>{OVERFLOW_JS}</script>" + (html[end:] if end >= 0 else "")
+    with tempfile.TemporaryDirectory(prefix="minirl-overflow-") as tmp:
+        copy = Path(tmp) / page.name
+        copy.write_text(html, encoding="utf-8")
+        result = subprocess.run(
+            [browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+             "--disable-component-update", "--disable-sync", "--allow-file-access-from-files",
+             f"--user-data-dir={tmp}/profile", f"--virtual-time-budget={budget_ms}",
+             f"--window-size={width},{height}", "--dump-dom", copy.as_uri()],
+            capture_output=True, text=True, timeout=180, env={**os.environ, "HOME": tmp})
+    m = OVERFLOW_REPORT.search(result.stdout)
+    if not m:
+        raise RuntimeError(f"{page.name}: Chromium returned no overflow report (exit {result.returncode}): "
+                           f"{result.stderr.strip()[-500:]}")
+    report = json.loads(html_module.unescape(m.group(1)))
+    if "error" in report:
+        raise RuntimeError(f"{page.name}: the overflow measurement failed in the browser: {report['error']}")
+    return report["problems"]
+
+
+def check_overflow(html_dir: str | Path, width: int = 1280, browser: str | None = None,
+                   pages: list[str] | None = None) -> list[str]:
+    """One line per equation or table that does not fit its column, on every content page of the build (or on
+    ``pages``, paths relative to ``html_dir`` such as ``book/cql.html``)."""
+    html_dir = Path(html_dir).resolve()
+    if pages is None:
+        paths = [p for p in sorted(html_dir.rglob("*.html")) if "_static" not in p.parts and "_sources" not in p.parts
+                 and p.name not in ("genindex.html", "search.html", "index.html")]
+    else:
+        paths = [html_dir / p for p in pages]
+    problems = []
+    for path in paths:
+        for o in page_overflow(path, width, browser):
+            problems.append(f"{path.relative_to(html_dir)}: {o['kind']} {o['where']} is {o['excess']} px wider "
+                            f"than its column at {width} px")
+    return problems
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("html_dir", nargs="?", type=Path, default=Path("_build/html"), help="the built site (_build/html)")
     p.add_argument("--repository", help="OWNER/NAME the build names (set_repository.py): check launch/source links")
     p.add_argument("--branch", default="main", help="the branch those links open (main)")
+    p.add_argument("--overflow", action="store_true",
+                   help="also check in headless Chromium that no equation or table overflows its column")
+    p.add_argument("--width", type=int, default=1280, help="the window width of the overflow check (1280 px)")
     a = p.parse_args(argv)
     problems = check_site(a.html_dir, Path(__file__).resolve().parent.parent, a.repository, a.branch)
+    if a.overflow:
+        problems += check_overflow(a.html_dir, a.width)
     print("\n".join(problems) or f"{a.html_dir}: no problems found")
     return 1 if problems else 0
 

@@ -14,7 +14,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "scripts"))
-from check_site import check_site  # noqa: E402
+from check_site import check_overflow, check_site, find_browser, page_overflow  # noqa: E402
 import set_repository  # noqa: E402
 import setup_cell  # noqa: E402
 
@@ -203,3 +203,40 @@ def test_book_with_a_repository_has_launch_download_and_source_buttons(repo_root
     problems = check_site(html, REPO, repository=TEST_REPOSITORY)
     assert problems == ["notebooks/03_cql.html: no Colab link (expected https://colab.research.google.com/github/"
                         f"{owner}/{name}/blob/main/notebooks/03_cql.ipynb)"], problems
+
+
+# --- the page that fits: no equation or table wider than its column, measured in headless Chromium -----------------
+
+needs_browser = pytest.mark.skipif(find_browser() is None,
+                                   reason="Chromium not installed (apt-get install -y chromium)")
+
+
+@needs_browser
+def test_no_equation_or_table_overflows_its_column_at_1280_px(site):
+    assert check_overflow(site, width=1280) == []
+    cli = subprocess.run([sys.executable, str(REPO / "scripts" / "check_site.py"), str(site), "--overflow"],
+                         capture_output=True, text=True)
+    assert cli.returncode == 0 and "no problems found" in cli.stdout, cli.stdout[-3000:]
+
+
+@needs_browser
+def test_overflowing_equation_and_table_are_caught(site, tmp_path):
+    """cql.html with a display equation, an inline equation and a table too wide for any laptop, put in on purpose."""
+    page = site / "book" / "cql.html"
+    text = page.read_text()
+    long_sum = " + ".join(f"x_{{{i}}}" for i in range(1, 160))
+    wide_row = "".join(f"<td>column-{i}-with-a-long-unbreakable-value</td>" for i in range(12))
+    broken = text.replace("</h1>", "</h1>"
+                          f'<div class="math notranslate nohighlight" id="equation-too-wide">\\[{long_sum}\\]</div>'
+                          f'<p>inline <span class="math notranslate nohighlight">\\({long_sum}\\)</span></p>'
+                          f'<table class="table" id="table-too-wide"><tbody><tr>{wide_row}</tr></tbody></table>', 1)
+    assert broken != text
+    copy = tmp_path / "cql.html"
+    copy.write_text(broken)
+    problems = page_overflow(copy, width=1280, base=page.parent)
+    kinds = {p["kind"] for p in problems}
+    assert {"equation", "inline equation", "table"} <= kinds, problems
+    assert any(p["kind"] == "equation" and "#equation-too-wide" in p["where"] and p["excess"] > 100
+               for p in problems), problems
+    assert any(p["kind"] == "table" and "#table-too-wide" in p["where"] for p in problems), problems
+    assert page_overflow(page, width=1280) == []   # the page as built fits
