@@ -1,22 +1,27 @@
-"""Classroom exercises: the checkers that exercise notebooks call, the student-copy generator and the grader.
+"""Classroom exercises: the checkers that exercise notebooks call, the student copies, the self-check, the grader's
+command line and a class's release.
 
-A task in an exercise notebook is three cells: an explanation with the equation, a code cell where the student
-writes a function (tagged ``solution`` in the reference notebook), and a checker cell::
+A task in an exercise notebook is an answer cell (tagged ``solution`` in the reference notebook) where the student
+writes code, then a checker cell::
 
-    from minirl.exercises import check_expectile_loss
     check_expectile_loss(expectile_loss)
 
-A checker compares the student's function with minirl's own implementation on fixed and random inputs (edge cases
-included) and prints one fixed line per task, e.g. ``expectile_loss: 5/5 checks passed``.  A failed check prints
-the input, the expected and the obtained values first, so that nbval's diff (``pytest --nbval``) shows the student
-exactly what is wrong.  A function that still raises ``NotImplementedError`` prints ``not implemented yet``.
+A checker compares the student's code with minirl's own on fixed and random inputs (edge cases included) and prints
+one line per task, e.g. ``expectile_loss: 5/5 checks passed``, after each failed check with its input, the expected
+and the obtained values; code that still raises ``NotImplementedError`` prints ``not implemented yet``. Tasks come
+at three levels: a *function* (a loss, a target), an *agent* (one update of a whole minirl agent, compared step by
+step with the agent's own ``update`` from the same seed on small fixed data: :func:`check_discrete_bcq_update`,
+:func:`check_discrete_cql_update`, :func:`check_iql_update`) and an *experiment* (a sweep whose numbers are checked;
+its figure and its written answer, a Markdown cell tagged ``written``, go to the instructor).
 
 Solutions live in one place only, the reference notebooks ``notebooks/exercises/solutions/*.ipynb``.
-``python -m minirl.exercises make-student`` writes the student copies ``notebooks/exercises/*.ipynb`` from them (each
-``solution`` cell keeps its imports, signatures and docstrings, and every body becomes ``raise NotImplementedError``)
-and the book page ``book/exercises.md``; ``make-student --check`` fails if a committed copy is out of date.
-``python -m minirl.exercises grade DIR`` runs strict nbval over every submitted notebook in ``DIR/<student>/`` and
-prints one row per student and task.
+``python -m minirl.exercises make-student`` writes from them the student copies ``notebooks/exercises/*.ipynb``
+(answer cells stubbed, written answers replaced by a placeholder, no outputs), the checks file
+``notebooks/exercises/checks.json`` (what the grader runs, with no solution text) and the book page
+``book/exercises.md`` (``--hide-solutions``: without the solutions); ``make-student --check`` fails if one is stale.
+``python -m minirl.exercises check NB.ipynb`` is the student's self-check and ``grade DIR`` grades a class, both with
+:mod:`minirl.grading` (against the reference, never against what a notebook stores). ``class-release OUT`` writes the
+student copies and the book without any solution text.
 """
 from __future__ import annotations
 
@@ -1072,12 +1077,13 @@ def _print_check(rows, job) -> bool:
             print(f"ok      {r.task} ({r.level}): {r.checks_passed}/{r.checks_total} checks passed")
         elif r.status == "manual":
             print(f"manual  {r.task} (written): {'answered, for the instructor' if r.answer else r.message}")
+        elif r.status == "failed":
+            print(f"FAILED  {r.task} ({r.level}): {r.checks_passed}/{r.checks_total} checks passed")
+            output = (job.details or {}).get(check_step.get(r.task), "")
+            failures = [ln for ln in output.splitlines() if ln.strip() and not ln.startswith(f"{r.task}: ")][:8]
+            print("\n".join("        " + ln for ln in failures) or f"        {r.message}")
         else:
             print(f"FAILED  {r.task} ({r.level}): {r.status}" + (f": {r.message}" if r.message else ""))
-            output = (job.details or {}).get(check_step.get(r.task), "")
-            failures = [ln for ln in output.splitlines() if ln.strip()][:12]
-            if r.status == "failed" and failures:
-                print("\n".join("        " + ln for ln in failures))
     passed = sum(r.passed for r in auto)
     print(f"{job.notebook}: {passed}/{len(auto)} tasks passed"
           + (f", {len(rows) - len(auto)} written answer(s) for the instructor" if len(rows) > len(auto) else "")

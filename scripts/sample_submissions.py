@@ -3,13 +3,18 @@
     python scripts/sample_submissions.py
 
 Writes notebooks/exercises/sample_submissions/<student>/<exercise>.ipynb for
-  ana   - every task filled in correctly (the reference solutions),
-  ben   - every task filled in, two of them wrong in a plausible way (tests/test_exercises.py's wrong answers),
+  ana   - every task filled in correctly (the reference solutions, written answers included),
+  ben   - every task filled in, two of them wrong in a plausible way (tests/test_exercises.py's wrong answers), and a
+          written answer of his own,
   chloe - the untouched student copy,
-then runs `python -m minirl.exercises grade notebooks/exercises/sample_submissions` and stores the command and its
-output in book/generated/grading_example.txt, which book/instructors.md includes.
+then grades them with `python -m minirl.exercises grade notebooks/exercises/sample_submissions` (the grader of
+minirl/grading.py) and stores, in book/generated/ (which book/instructors.md includes):
+  grading_example.txt   the command and its Markdown table,
+  grading_example.csv   the same grades, one row per student and task (what an LMS imports),
+  self_check_example.txt  ben's self-check of one notebook, as he sees it.
 """
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -21,18 +26,35 @@ from test_exercises import WRONG  # noqa: E402  (one source of plausible wrong a
 from minirl import exercises as ex  # noqa: E402
 
 OUT = ex.EXERCISES / "sample_submissions"
+GENERATED = REPO / "book" / "generated"
+BEN_WRITTEN = ("The curve goes up and then down, so a middle value is best. I think the ends are worse because "
+               "they are extreme settings.")
 
 
-def filled(solution: dict, student: dict, wrong: list[tuple[str, str]]) -> dict:
-    """The student copy with each stub replaced by the reference code, after applying the ``wrong`` edits."""
-    sources = ["".join(c["source"]) for c in solution["cells"]]
+def filled(solution: dict, student: dict, wrong: list[tuple[str, str]], written: str | None = None) -> dict:
+    """The student copy with each stub replaced by the reference code (after the ``wrong`` edits) and each written
+    answer by the reference's (or by ``written``)."""
     nb = json.loads(json.dumps(student))
-    for cell, src in zip(nb["cells"], sources):
+    for cell, ref in zip(nb["cells"], solution["cells"]):
+        src = "".join(ref["source"])
         if "student" in cell["metadata"].get("tags", []):
             for old, new in wrong:
                 src = src.replace(old, new)
             cell["source"] = src.splitlines(keepends=True)
+        elif "written" in ref["metadata"].get("tags", []):
+            if written is not None:
+                src = src.splitlines()[0] + "\n\n" + written + "\n"
+            cell["source"] = src.splitlines(keepends=True)
     return nb
+
+
+def run(args: list[str]) -> str:
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    result = subprocess.run([sys.executable, "-m", "minirl.exercises", *args], cwd=REPO, capture_output=True,
+                            text=True, env=env)
+    if result.returncode not in (0, 1):
+        raise SystemExit(f"python -m minirl.exercises {' '.join(args)} failed:\n{result.stderr}")
+    return result.stdout
 
 
 def main() -> None:
@@ -40,17 +62,20 @@ def main() -> None:
         solution = json.loads(solution_path.read_text())
         student = json.loads((ex.EXERCISES / solution_path.name).read_text())
         wrong = [(old, new) for nb, _, old, new in WRONG if nb == solution_path.stem][:2]
-        for name, nb in (("ana", filled(solution, student, [])), ("ben", filled(solution, student, wrong)),
+        for name, nb in (("ana", filled(solution, student, [])),
+                         ("ben", filled(solution, student, wrong, BEN_WRITTEN)),
                          ("chloe", student)):
             (OUT / name).mkdir(parents=True, exist_ok=True)
             (OUT / name / solution_path.name).write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n")
-    cmd = [sys.executable, "-m", "minirl.exercises", "grade", "notebooks/exercises/sample_submissions"]
-    result = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, check=True)
-    text = "$ python -m minirl.exercises grade notebooks/exercises/sample_submissions\n" + result.stdout
-    target = REPO / "book" / "generated" / "grading_example.txt"
-    target.parent.mkdir(exist_ok=True)
-    target.write_text(text)
+    folder = "notebooks/exercises/sample_submissions"
+    GENERATED.mkdir(exist_ok=True)
+    table = run(["grade", folder, "--csv", str(GENERATED / "grading_example.csv")])
+    text = f"$ python -m minirl.exercises grade {folder} --csv grades.csv\n" + table
+    (GENERATED / "grading_example.txt").write_text(text)
+    check = run(["check", f"{folder}/ben/04_iql.ipynb"])
+    (GENERATED / "self_check_example.txt").write_text(f"$ python -m minirl.exercises check 04_iql.ipynb\n{check}")
     print(text)
+    print(check)
 
 
 if __name__ == "__main__":

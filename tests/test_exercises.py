@@ -4,6 +4,7 @@ solutions, and the command line. Grading whole submissions: tests/test_grading.p
 import contextlib
 import io
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -140,3 +141,45 @@ def test_cli_errors_are_one_line_with_status_2(tmp_path):
         assert r.returncode == 2, r.stderr
         assert r.stdout == "" and len(r.stderr.strip().splitlines()) == 1 and expected in r.stderr, r.stderr
         assert "Traceback" not in r.stderr
+
+
+# --------------------------------------------------------------------------------------------------------------
+# The two builds of the book: public (solutions in dropdowns) and a class's release (no solution text anywhere)
+# --------------------------------------------------------------------------------------------------------------
+
+PAGES = ["book/bcq", "book/exercises", "book/instructors"]  # a chapter with its own solutions, the exercises, this
+
+
+def _solution_marks(html: Path) -> tuple[int, int]:
+    """(solution blocks, solution lines) found in the built pages."""
+    text = "".join(p.read_text(errors="replace") for p in html.rglob("*.html"))
+    return text.count('class="solution'), sum(ln in text for ln in ex.solution_lines())
+
+
+def test_public_build_shows_the_solutions(tmp_path):
+    src = tmp_path / "src"
+    src.mkdir()
+    for name in ("_config.yml",):
+        (src / name).write_text((ex.REPO / name).read_text())
+    shutil.copytree(ex.REPO / "book", src / "book")
+    (src / "_toc.yml").write_text("format: jb-book\nroot: book/intro\nchapters:\n"
+                                  + "".join(f"  - file: {f}\n" for f in PAGES))
+    r = subprocess.run(["jupyter-book", "build", "--path-output", str(tmp_path / "out"), str(src)],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    blocks, lines = _solution_marks(tmp_path / "out" / "_build" / "html")
+    assert blocks >= 15 and lines > 50, (blocks, lines)
+
+
+def test_class_release_has_no_solution_text(tmp_path):
+    out = tmp_path / "class"
+    assert ex.class_release(out, toc_files=PAGES) == []
+    html = out / "book" / "_build" / "html"
+    assert (html / "book" / "exercises.html").exists() and (html / "book" / "bcq.html").exists()
+    assert _solution_marks(html) == (0, 0)
+    exercises_page = (html / "book" / "exercises.html").read_text()
+    assert exercises_page.count('class="admonition exercise') >= 15 or "exercise" in exercises_page
+    assert sorted(p.name for p in (out / "notebooks" / "exercises").iterdir()) == \
+        sorted([p.name for p in SOLUTIONS] + ["checks.json"])
+    with pytest.raises(FileExistsError, match="not empty"):
+        ex.class_release(out, build=False)
