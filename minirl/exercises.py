@@ -1047,14 +1047,20 @@ def class_release(out: Path, build: bool = True, toc_files: list[str] | None = N
                                     capture_output=True, text=True)
             if result.returncode != 0:
                 raise RuntimeError(f"jupyter-book build failed:\n{(result.stdout + result.stderr)[-3000:]}")
-    leaks = []
     needles = solution_lines()
-    for f in out.rglob("*"):
-        if f.is_file() and f.suffix in (".html", ".md", ".ipynb", ".json", ".txt", ".js", ".py"):
-            text = f.read_text(errors="replace")
-            if any(n in text for n in needles):
-                leaks.append(str(f.relative_to(out)))
-    return leaks
+    return [str(f.relative_to(out)) for f in out.rglob("*")
+            if f.is_file() and f.suffix in (".html", ".md", ".ipynb", ".json", ".txt", ".js", ".py")
+            and any(n in readable_text(f) for n in needles)]
+
+
+def readable_text(path: Path) -> str:
+    """A file's text as a reader sees it: for HTML, without tags (syntax highlighting splits code into spans) and with
+    entities decoded."""
+    import html
+    text = Path(path).read_text(errors="replace")
+    if Path(path).suffix == ".html":
+        text = html.unescape(re.sub(r"<[^>]+>", "", text))
+    return text
 
 
 # ---------------------------------------------------------------------------------------------------------------

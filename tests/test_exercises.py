@@ -152,8 +152,9 @@ PAGES = ["book/bcq", "book/exercises", "book/instructors"]  # a chapter with its
 
 def _solution_marks(html: Path) -> tuple[int, int]:
     """(solution blocks, solution lines) found in the built pages."""
-    text = "".join(p.read_text(errors="replace") for p in html.rglob("*.html"))
-    return text.count('class="solution'), sum(ln in text for ln in ex.solution_lines())
+    raw = "".join(p.read_text(errors="replace") for p in html.rglob("*.html"))
+    text = "".join(ex.readable_text(p) for p in html.rglob("*.html"))
+    return raw.count('class="solution'), sum(ln in text for ln in ex.solution_lines())
 
 
 def test_public_build_shows_the_solutions(tmp_path):
