@@ -899,7 +899,9 @@ def record_video(loaded: LoadedAgent, path: str | os.PathLike, seed: int = 0, si
     path = check_video(path)
     if "DISPLAY" not in os.environ:
         os.environ.setdefault("MUJOCO_GL", "egl")
-    kwargs = {"width": size, "height": size} if loaded.task != "pendulum" else {}
+    import gymnasium
+    mujoco = "mujoco" in str(gymnasium.spec(loaded.env_id).entry_point)  # MuJoCo's renderer takes a frame size
+    kwargs = {"width": size, "height": size} if mujoco else {}
     try:
         env = make_env(loaded.env_id, render_mode="rgb_array", **kwargs)
         obs, _ = env.reset(seed=seed)
