@@ -1,3 +1,5 @@
+import json
+
 import numpy as np
 import pytest
 import torch
@@ -138,19 +140,21 @@ def test_select_episodes_feeds_filtered_bc():
 
 def test_hopper_datasets():
     task = get_task("hopper")
-    assert task.env_id == "Hopper-v5" and -50 < task.ref_random < 100 < 3000 < task.ref_expert
+    assert task.env_id == "Hopper-v5" and -50 < task.ref_random < 100 < 2000 < task.ref_expert  # 2,592: stochastic
     med = make_dataset("hopper-medium", 3000, progress=False)
     assert (med.obs_dim, med.act_dim) == (11, 3)
     assert med.terminals.any()  # the hopper falls: true terminals, unlike Pendulum's time limits
     assert np.abs(med.actions).max() <= 1
     replay = make_dataset("hopper-medium-replay", 2000, progress=False)
     assert len(replay) == 2000
-    if task.expert is None:  # until the hopper expert is trained, its tiers say so instead of failing later
-        with pytest.raises(ValueError, match="'hopper-expert' is not available yet"):
-            make_dataset("hopper-expert", 1000)
-        assert "hopper-medium-expert" not in datasets.dataset_names()
-    else:
-        assert make_dataset("hopper-expert", 1000, progress=False).return_stats()["transitions"] == 1000
+    assert task.expert is not None and "hopper-medium-expert" in datasets.dataset_names()
+    assert make_dataset("hopper-expert", 1000, progress=False).return_stats()["transitions"] == 1000
+    # the expert reference is this run's own expert, whose deterministic evaluation met the stop criterion
+    manifest = json.loads((datasets.ASSETS / "hopper" / "manifest.json").read_text())
+    assert task.info["eval_return_expert"] >= 3000 and manifest["ref_expert_source"].startswith("mean return of expert")
+    # medium is the snapshot whose evaluation is about a third of the expert's; medium-replay is the buffer up to it
+    assert 0.25 < task.info["eval_return_medium"] / task.info["eval_return_expert"] < 0.45
+    assert full_size("hopper-medium-replay") == task.info["medium_step"]
 
 
 def test_cache_key_follows_the_snapshots(monkeypatch, tmp_path):
