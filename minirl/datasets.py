@@ -61,9 +61,14 @@ def data_dir() -> Path:
     return Path(os.environ.get("MINIRL_DATA") or Path.home() / ".cache" / "minirl")
 
 
+MINARI = "minari:"  # prefix of a dataset name that is a locally stored Minari dataset: "minari:mujoco/hopper/medium-v0"
+
+
 @lru_cache(maxsize=None)
 def get_task(name: str) -> Task:
     """The :class:`Task` called ``name`` (``"pendulum"``, ``"hopper"``), or of a dataset name."""
+    if name.startswith(MINARI):
+        return _minari_task(name)
     task = name.split("-", 1)[0]
     if task not in TASKS:
         raise ValueError(f"unknown task {task!r}; expected one of {sorted(TASKS)}")
@@ -76,6 +81,21 @@ def get_task(name: str) -> Task:
     return Task(task, TASKS[task], m["ref_random"], m["ref_expert"], m["sizes"], m["medium"], m["expert"],
                 () if shipped else tuple((s, n) for s, n in m["replay"]), m.get("info", {}),
                 m["replay"] if shipped else None)
+
+
+def _minari_task(name: str) -> Task:
+    """A Minari dataset as a task of its own: its environment, and its reference scores as the random and expert
+    returns (Minari's 0-1 score times 100 is then minirl's score)."""
+    from .minari_io import minari_info
+    info = minari_info(name[len(MINARI):])
+    if info["env_id"] is None:
+        raise ValueError(f"the Minari dataset {info['dataset_id']!r} records no environment; minirl needs one to "
+                         "evaluate policies")
+    if info["ref_min_score"] is None or info["ref_max_score"] is None:
+        raise ValueError(f"the Minari dataset {info['dataset_id']!r} records no ref_min_score / ref_max_score; "
+                         "normalised scores need both")
+    return Task(name, info["env_id"], float(info["ref_min_score"]), float(info["ref_max_score"]),
+                {"minari": int(info["total_steps"])}, "", None, (), info)
 
 
 def available_tasks() -> list[str]:
@@ -93,6 +113,8 @@ def dataset_names() -> list[str]:
 
 
 def parse_name(name: str) -> tuple[Task, str]:
+    if name.startswith(MINARI):
+        return get_task(name), "minari"
     task, _, tier = name.partition("-")
     if tier not in TIERS:
         raise ValueError(f"unknown dataset {name!r}: the tier must be one of {TIERS}, e.g. 'pendulum-medium'")
@@ -116,7 +138,7 @@ def full_size(name: str) -> int:
         return task.sizes["medium"] + task.sizes["expert"]
     if tier == "medium-replay":
         return task.replay_file["transitions"] if task.replay_file else sum(n for _, n in task.replay)
-    return task.sizes[tier]
+    return task.sizes[tier]  # (a Minari dataset: sizes["minari"], its total steps)
 
 
 def recipe_key(name: str) -> str:
@@ -129,7 +151,9 @@ def recipe_key(name: str) -> str:
     made_with = "|".join(f"{p}={(v or '').split('+')[0]}" for p, v in versions().items()
                          if p in ("gymnasium", "mujoco", "torch"))
     h = hashlib.sha1(f"{RECIPE_VERSION}|{task.env_id}|{tier}|{made_with}".encode())
-    if tier == "medium-expert":
+    if tier == "minari":
+        h.update(json.dumps(task.info, sort_keys=True).encode())
+    elif tier == "medium-expert":
         h.update((recipe_key(f"{task.name}-medium") + recipe_key(f"{task.name}-expert")).encode())
     elif tier in ("medium", "expert"):
         h.update((ASSETS / task.name / getattr(task, tier)).read_bytes())
@@ -146,7 +170,8 @@ def recipe_key(name: str) -> str:
 def cache_path(name: str, n_transitions: int | None = None) -> Path:
     """Where dataset ``name`` with ``n_transitions`` (default: full size) is cached."""
     n = full_size(name) if n_transitions is None else n_transitions
-    return data_dir() / f"{name}-n{n}-{recipe_key(name)}.npz"
+    stem = name.replace(":", "-").replace("/", "-")  # a Minari id holds slashes
+    return data_dir() / f"{stem}-n{n}-{recipe_key(name)}.npz"
 
 
 def make_dataset(name: str, n_transitions: int | None = None, progress: bool = True) -> OfflineDataset:
@@ -163,6 +188,10 @@ def make_dataset(name: str, n_transitions: int | None = None, progress: bool = T
     n = total if n_transitions is None else int(n_transitions)
     if not 1 <= n <= total:
         raise ValueError(f"n_transitions must be between 1 and {total} for {name!r}, got {n_transitions}")
+    if tier == "minari":  # converted from Minari's local storage; a smaller dataset is its first n transitions
+        from .minari_io import from_minari
+        ds = from_minari(name[len(MINARI):])
+        return ds if n == len(ds) else ds.take(n)
     env = make_env(task.env_id)
     bounds = {"action_low": env.action_space.low, "action_high": env.action_space.high}
     env.close()

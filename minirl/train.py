@@ -686,7 +686,11 @@ def check_dataset(name: str):
     names = datasets.dataset_names()
     try:
         return datasets.parse_name(name)[0]
+    except ImportError as e:  # minari:<id> without the minari package
+        raise UserError(str(e)) from None
     except (ValueError, FileNotFoundError) as e:
+        if name.startswith(datasets.MINARI):  # no such local Minari dataset, or one minirl cannot score
+            raise UserError(str(e)) from None
         task, _, tier = name.partition("-")
         if task in datasets.available_tasks() and tier in datasets.TIERS:  # a real name, not made yet (no expert)
             raise UserError(str(e)) from None
@@ -945,7 +949,9 @@ def _train_epilog() -> str:
         names = ", ".join(datasets.dataset_names())
     except (OSError, ValueError) as e:
         names = f"(none: {e})"
-    lines = [f"datasets: {names}", "", "config fields (--set NAME=VALUE; quote in zsh: --set 'hidden=[128,128]'):"]
+    lines = [f"datasets: {names}",
+             "  or minari:<id>, a Minari dataset stored locally (pip install 'minari>=0.5.4,<0.6'), e.g. "
+             "minari:mujoco/hopper/medium-v0", "", "config fields (--set NAME=VALUE; quote in zsh: --set 'hidden=[128,128]'):"]
     seen = {}
     for algo, (_, _, config_name, *preset) in ALGORITHMS.items():
         cls = config_class(algo)

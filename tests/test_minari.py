@@ -79,3 +79,28 @@ def test_clear_errors():
                          next_observations=ds.next_observations + 1.0)
     with pytest.raises(ValueError, match=r"next_observations\[0\] differs from observations\[1\] inside episode 0"):
         to_minari(bad, "minirl/pendulum/bad-v0", "Pendulum-v1")
+
+
+def test_train_cli_on_a_local_minari_dataset(tmp_path, capsys):
+    """`python -m minirl train --dataset minari:<id>` trains on a Minari dataset and scores with its references."""
+    import csv
+    import json
+
+    from minirl.train import main
+    task = get_task("pendulum")
+    make_dataset("pendulum-random", 600, progress=False).to_minari(
+        "minirl/pendulum/random-v0", "Pendulum-v1", ref_min_score=task.ref_random, ref_max_score=task.ref_expert)
+    out = tmp_path / "run"
+    assert main(["train", "--algo", "bc", "--dataset", "minari:minirl/pendulum/random-v0", "--scale", "smoke",
+                 "--steps", "40", "--eval-every", "40", "--eval-episodes", "2", "--out", str(out)]) == 0
+    settings = json.loads((out / "config.json").read_text())
+    assert settings["dataset"] == "minari:minirl/pendulum/random-v0"
+    evals = list(csv.DictReader(open(out / "eval.csv")))
+    ret, score = float(evals[-1]["return_mean"]), float(evals[-1]["score_mean"])
+    assert score == pytest.approx(100 * (ret - task.ref_random) / (task.ref_expert - task.ref_random), abs=1e-6)
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exit_:
+        main(["train", "--algo", "bc", "--dataset", "minari:nobody/nothing-v0", "--steps", "5"])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "no local Minari dataset 'nobody/nothing-v0'" in err[0]
