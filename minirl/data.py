@@ -385,7 +385,8 @@ class OfflineDataset:
     def return_range_scaler(self, scale: float = 1000.0) -> RewardTransform:
         """IQL's MuJoCo reward scaling: ``r -> r * scale / (max episode return - min episode return)``.
 
-        Episodes are those of :meth:`episode_bounds`, including an unfinished last one (IQL's own code skips it).
+        Episodes are those of :meth:`episode_bounds`, including an unfinished last one, as the official IQL code
+        does (CORL's copy drops it).
         """
         returns = self.episode_returns()
         lo, hi = float(returns.min()), float(returns.max())
