@@ -5,6 +5,8 @@ Supervised learning of the dataset's actions, no rewards:
     gaussian:       min_phi  E_(s,a)~D [ -log pi_phi(a | s) ]               (the BC of the IQL paper: AWR with beta = 0)
 BC recovers the behaviour policy's return when the data comes from one policy; on mixed-quality data it averages
 good and bad actions, which is the gap that offline RL closes (``%BC``, filtered BC, and the later chapters).
+``top_fraction`` (``--algo 10%bc`` sets 0.1) makes it filtered BC: the training loop keeps only the best fraction of
+the dataset's episodes by return (:meth:`minirl.data.OfflineDataset.best_episodes`) before BC sees them.
 
 One difference from CORL's ``any_percent_bc.py``: :func:`mse_loss` SUMS the squared error over the action
 dimensions (and averages over the batch), while CORL averages over both (``F.mse_loss``). The two losses differ by
@@ -19,7 +21,7 @@ from typing import Literal
 import numpy as np
 import torch
 
-from .config import LAYERS, POSITIVE, check_fields
+from .config import LAYERS, POSITIVE, check_fields, interval
 from .nets import DeterministicActor, GaussianActor
 
 
@@ -30,9 +32,10 @@ class BCConfig:
     actor: Literal["deterministic", "gaussian"] = "deterministic"  # MSE, or negative log-likelihood
     normalize_states: bool = True         # train on (s - mean) / std of the dataset
     reward_scale: Literal["return_range"] | None = None  # BC ignores rewards
+    top_fraction: float = 1.0             # clone only the best fraction of episodes by return (10%BC: 0.1)
 
     def __post_init__(self):
-        check_fields(self, hidden=LAYERS, lr=POSITIVE)
+        check_fields(self, hidden=LAYERS, lr=POSITIVE, top_fraction=interval("(0, 1]"))
 
 
 def mse_loss(pred_actions: torch.Tensor, data_actions: torch.Tensor) -> torch.Tensor:

@@ -514,6 +514,16 @@ class OfflineDataset:
                               timeouts=timeouts, infos={k: v[rows] for k, v in self.infos.items()},
                               action_low=self.action_low, action_high=self.action_high)
 
+    def best_episodes(self, fraction: float) -> OfflineDataset:
+        """The ``fraction`` of episodes with the highest returns (``floor(fraction * episodes)``, at least one), in
+        their order in this dataset: the data of filtered behaviour cloning ("10%BC" is ``fraction=0.1``,
+        Chen et al. 2021). Ties at the cut are broken by the later episode."""
+        if isinstance(fraction, bool) or not isinstance(fraction, numbers.Real) or not 0 < fraction <= 1:
+            raise ValueError(f"fraction must be a number in (0, 1], got {fraction!r}")
+        returns = self.episode_returns()
+        k = max(int(fraction * len(returns)), 1)
+        return self.select_episodes(np.sort(np.argsort(returns, kind="stable")[len(returns) - k:]))
+
     # -- files ----------------------------------------------------------------------------------------------------
 
     def save(self, path: str | os.PathLike) -> None:

@@ -487,6 +487,9 @@ ALGORITHMS = {
     # offline SAC with no conservatism at all: the naive actor-critic of the BCQ chapter (extrapolation error)
     "sac-offline": ("minirl.cql", "CQL", "CQLConfig", {"cql_alpha": 0.0, "lagrange": False}),
     "iql": ("minirl.iql", "IQL", "IQLConfig"),
+    # filtered BC: behaviour cloning on the best 10% of episodes by return (Chen et al. 2021), the baseline that
+    # tells whether an offline RL algorithm does more than pick the good episodes
+    "10%bc": ("minirl.bc", "BC", "BCConfig", {"top_fraction": 0.1}),
 }
 
 
@@ -781,6 +784,8 @@ def run(algo: str, dataset: str, *, scale: str | None = None, steps: int | None 
     if plan.threads is not None:
         torch.set_num_threads(plan.threads)
     raw = datasets.load_dataset(plan.dataset, plan.transitions, progress=progress)
+    if getattr(plan.config, "top_fraction", 1.0) < 1.0:  # filtered BC (10%BC): only the best episodes
+        raw = raw.best_episodes(plan.config.top_fraction)
     torch.manual_seed(plan.seed)  # the initial weights depend on the seed too
     agent = build_agent(plan.algo, raw.obs_dim, raw.act_dim, raw.action_low, raw.action_high, plan.config, device)
     if compile:  # True, or a torch.compile mode such as "reduce-overhead" (CUDA graphs)

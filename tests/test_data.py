@@ -526,3 +526,24 @@ def test_select_episodes_errors():
         ds.select_episodes(np.array([0, 7]))
     with pytest.raises(ValueError, match="non-empty 1-D array"):
         ds.select_episodes(np.array([], dtype=int))
+
+
+def test_best_episodes_keeps_the_top_fraction_in_order():
+    # five episodes of lengths 2, 3, 1, 2, 2 with returns 1, 9, 5, 7, -3
+    lengths, returns = [2, 3, 1, 2, 2], [1.0, 9.0, 5.0, 7.0, -3.0]
+    rewards = np.concatenate([np.full(n, r / n) for n, r in zip(lengths, returns)]).astype(np.float32)
+    ends = np.cumsum(lengths) - 1
+    n = sum(lengths)
+    obs = np.arange(n, dtype=np.float32)[:, None]
+    ds = OfflineDataset(observations=obs, actions=np.zeros((n, 1), np.float32), rewards=rewards,
+                        next_observations=obs + 1, terminals=np.isin(np.arange(n), ends[:2]),
+                        timeouts=np.isin(np.arange(n), ends[2:]))
+    top = ds.best_episodes(0.4)                       # floor(0.4 * 5) = 2 episodes: returns 9 and 7, in data order
+    assert np.allclose(top.episode_returns(), [9.0, 7.0])
+    assert top.observations[:, 0].tolist() == [2, 3, 4, 6, 7]
+    assert top.terminals.tolist() == [False, False, True, False, False] and top.timeouts[-1]
+    assert len(ds.best_episodes(0.01).episode_bounds()) == 1   # at least one episode
+    assert np.allclose(ds.best_episodes(1.0).episode_returns(), returns)
+    for bad in (0, 1.5, -0.1, True, "0.1"):
+        with pytest.raises(ValueError, match="fraction must be a number in"):
+            ds.best_episodes(bad)

@@ -251,3 +251,18 @@ def test_compile_modes_reach_torch_compile(monkeypatch):
     assert seen == [False, True, "reduce-overhead"]
     with pytest.raises(SystemExit):
         main(base + ["--compile", "fast"])
+
+
+def test_filtered_bc_trains_on_the_best_tenth_of_episodes(tmp_path, monkeypatch):
+    """`--algo 10%bc` is BC with top_fraction=0.1: the run keeps the best 10% of episodes before BC sees them (its
+    state normaliser is that of the filtered data, not of the whole dataset)."""
+    from minirl.data import StateNormalizer
+    from minirl.datasets import load_dataset
+    from minirl.train import get_scale, run
+    monkeypatch.setenv("MINIRL_DATA", str(tmp_path / "cache"))
+    run("10%bc", "pendulum-medium-expert", scale="smoke", steps=5, out=tmp_path / "run", evaluate=False,
+        progress=False)
+    saved = StateNormalizer.from_state_dict(torch.load(tmp_path / "run" / "agent.pt", weights_only=False)[
+        "state_normalizer"])
+    raw = load_dataset("pendulum-medium-expert", get_scale("smoke").dataset_size, progress=False)
+    assert saved == raw.best_episodes(0.1).state_normalizer() and saved != raw.state_normalizer()
