@@ -979,7 +979,7 @@ def build_parser(prog: str = "minirl"):
     sub = p.add_subparsers(dest="command", required=True, parser_class=Parser)
     t = sub.add_parser("train", help="train an agent on a named dataset", epilog=_train_epilog(),
                        formatter_class=argparse.RawDescriptionHelpFormatter)
-    t.add_argument("--algo", required=True, help=f"one of {', '.join(ALGORITHMS)}")
+    t.add_argument("--algo", required=True, help=f"one of {', '.join(ALGORITHMS)}".replace("%", "%%"))  # argparse formats help with %
     t.add_argument("--dataset", required=True, help="e.g. pendulum-medium, hopper-medium-replay (listed below)")
     t.add_argument("--scale", default=None, help="smoke | cpu | full (default: $MINIRL_SCALE or cpu)")
     t.add_argument("--steps", type=int, default=None, help="gradient steps (default: the scale's)")

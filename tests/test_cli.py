@@ -111,7 +111,8 @@ def test_out_holding_another_run_needs_overwrite(cli, cached, tmp_path):
 def test_repeated_set_adds_up(cli, cached, tmp_path):
     assert cli(*train_args(tmp_path / "run", "--set", "lr=1e-3", "--set", "actor=gaussian", steps=5))[0] == 0
     cfg = json.loads((tmp_path / "run" / "config.json").read_text())["config"]
-    assert cfg == {"hidden": [16, 16], "lr": 1e-3, "actor": "gaussian", "normalize_states": True, "reward_scale": None}
+    assert cfg == {"hidden": [16, 16], "lr": 1e-3, "actor": "gaussian", "normalize_states": True, "reward_scale": None,
+                   "top_fraction": 1.0}
 
 
 # ----------------------------------------------------------------------------------------------------------------
