@@ -10,6 +10,7 @@ learning curves (mean over seeds, band from the lowest to the highest seed), one
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 import numpy as np
 
@@ -51,13 +52,16 @@ def main(argv=None) -> int:
         import matplotlib
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
-        runs = [r for root in a.roots for r in plots.load_results(root)]
-        datasets = sorted({r["dataset"] for r in runs})
-        fig, axes = plt.subplots(1, len(datasets), figsize=(5 * len(datasets), 3.6), squeeze=False)
-        for ax, dataset in zip(axes[0], datasets):
+        panels = [(root, dataset, runs) for root in a.roots for runs in [plots.load_results(root)]
+                  for dataset in sorted({r["dataset"] for r in runs})]  # one panel per results folder and dataset
+        fig, axes = plt.subplots(1, len(panels), figsize=(5 * len(panels), 3.6), squeeze=False)
+        labels = sorted({r["label"] for _, _, runs in panels for r in runs})
+        colors = {label: f"C{i}" for i, label in enumerate(labels)}  # one colour per algorithm in every panel
+        for ax, (root, dataset, runs) in zip(axes[0], panels):
             for label in sorted({r["label"] for r in plots.select(runs, dataset=dataset)}):
-                steps = {r["steps"] for r in plots.select(runs, label, dataset)}
-                plots.plot_curves(ax, runs, label, dataset, name=f"{label}, {max(steps):,} steps")
+                plots.plot_curves(ax, runs, label, dataset, color=colors[label])
+            steps = max(r["steps"] for r in plots.select(runs, dataset=dataset))
+            ax.set_title(f"{dataset}, {steps:,} steps\n({Path(root).name})", fontsize=10)
             ax.legend(fontsize=8)
         fig.tight_layout()
         fig.savefig(a.figure, dpi=110)
