@@ -57,7 +57,8 @@ def run_label(algo: str, overrides: dict) -> str:
 
 
 def run_one(root: Path, algo: str, dataset: str, seed: int, scale: str, overrides: dict, steps: int | None,
-            device: str, precision: str = "float32", threads: int | None = None) -> dict | None:
+            device: str, precision: str = "float32", threads: int | None = None,
+            eval_every: int | None = None) -> dict | None:
     out = root / run_label(algo, overrides) / dataset / f"s{seed}"
     if (out / "result.json").exists():
         print(f"skip {out} (done)")
@@ -69,7 +70,8 @@ def run_one(root: Path, algo: str, dataset: str, seed: int, scale: str, override
     out.mkdir(parents=True, exist_ok=True)
     lock.write_text(str(os.getpid()))
     try:
-        return _train_and_record(out, algo, dataset, seed, scale, overrides, steps, device, precision, threads)
+        return _train_and_record(out, algo, dataset, seed, scale, overrides, steps, device, precision, threads,
+                                 eval_every)
     finally:
         lock.unlink(missing_ok=True)
 
@@ -83,19 +85,21 @@ def _alive(pid: int) -> bool:
 
 
 def _train_and_record(out: Path, algo: str, dataset: str, seed: int, scale: str, overrides: dict,
-                      steps: int | None, device: str, precision: str = "float32", threads: int | None = None) -> dict:
+                      steps: int | None, device: str, precision: str = "float32", threads: int | None = None,
+                      eval_every: int | None = None) -> dict:
     sc = train.get_scale(scale)
     n_steps = steps if steps is not None else sc.steps_for(algo)
     interrupted = (out / "checkpoint.pt").exists()  # resumed; anything else left in out is a run that saved nothing
     history = train.run(algo, dataset, scale=scale, steps=n_steps, seed=seed, device=device, out=out,
                         overrides=overrides, checkpoint_every=max(n_steps // 4, 1), resume=interrupted,
-                        overwrite=not interrupted, precision=precision, threads=threads)
+                        overwrite=not interrupted, precision=precision, threads=threads, eval_every=eval_every)
     last_train = history["train"][-1] if history["train"] else {}
     last_eval = history["eval"][-1] if history["eval"] else {}
     resolved = history["config"]["precision"]
     result = {"algo": algo, "label": run_label(algo, overrides), "overrides": overrides, "dataset": dataset,
               "seed": seed, "scale": sc.name, "steps": n_steps, "precision": resolved, "amp": resolved == "bf16",
               "score": last_eval.get("score_mean"), "return": last_eval.get("return_mean"),
+              "q_start": last_eval.get("q_start"), "mc_discounted": last_eval.get("mc_discounted"),
               "wall_time_s": round(history["wall_time"], 1),
               "updates_per_s": last_train.get("updates_per_s"),
               "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
@@ -129,6 +133,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     p.add_argument("--scale", default=None, help="smoke | cpu | full (default: $MINIRL_SCALE or cpu)")
     p.add_argument("--steps", type=int, default=None, help="override the scale's steps")
+    p.add_argument("--eval-every", type=int, default=None, help="steps between evaluations (default: the scale's)")
     p.add_argument("--tag", default=None, help="results subdirectory (default: the scale's name)")
     p.add_argument("--root", default="results")
     p.add_argument("--set", nargs="+", action="extend", default=[], metavar="NAME=VALUE",
@@ -155,6 +160,8 @@ def _suite(a) -> int:
         train.at_least("--seeds", seed, 0)
     if a.steps is not None:
         train.at_least("--steps", a.steps, 1)
+    if a.eval_every is not None:
+        train.at_least("--eval-every", a.eval_every, 1)
     for dataset in a.datasets:
         train.check_dataset(dataset)
     overrides = {algo: train.parse_overrides(algo, a.set) for algo in a.algos}
@@ -169,7 +176,7 @@ def _suite(a) -> int:
                 if a.redo and out.exists():
                     shutil.rmtree(out)
                 run_one(root, algo, dataset, seed, scale.name, overrides[algo], a.steps, a.device, precision,
-                        a.threads)
+                        a.threads, a.eval_every)
                 write_summary(root)
     if write_summary(root) is None:
         print(f"no run of this grid has finished yet in {root}")

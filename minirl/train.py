@@ -173,21 +173,68 @@ def evaluate(agent, env_id: str, episodes: int = 10, seed: int = 0,
     All episodes run side by side (one environment each, reset with seeds ``seed, seed + 1, ...``) so that the agent
     acts on a batch of observations per step.
     """
+    return _episodes(agent, env_id, episodes, seed, state_normalizer)["returns"]
+
+
+def _episodes(agent, env_id: str, episodes: int, seed: int, state_normalizer: StateNormalizer | None,
+              gamma: float = 1.0) -> dict:
+    """Run the deterministic policy for ``episodes`` seeded episodes side by side: the undiscounted ``returns``, the
+    ``discounted`` returns (``sum_t gamma^t r_t``), and the (normalised) start observations and first actions."""
     envs = [make_env(env_id) for _ in range(episodes)]
     obs = np.stack([env.reset(seed=seed + i)[0] for i, env in enumerate(envs)]).astype(np.float32)
-    returns = np.zeros(episodes)
+    returns, discounted = np.zeros(episodes), np.zeros(episodes)
     active = np.ones(episodes, bool)
+    first = None
+    t = 0
     while active.any():
         idx = np.flatnonzero(active)
         o = obs[idx] if state_normalizer is None else state_normalizer.transform(obs[idx])
         actions = np.asarray(agent.act(o, deterministic=True))
+        if first is None:
+            first = (np.asarray(o, np.float32), actions.astype(np.float32))
         for j, i in enumerate(idx):
             obs[i], r, term, trunc, _ = envs[i].step(actions[j])
             returns[i] += r
+            discounted[i] += gamma ** t * r
             active[i] = not (term or trunc)
+        t += 1
     for env in envs:
         env.close()
-    return returns
+    return {"returns": returns, "discounted": discounted, "start_obs": first[0], "start_actions": first[1]}
+
+
+def has_value_estimate(agent) -> bool:
+    """Whether ``agent`` has a continuous-action critic ensemble ``agent.critic(obs, act) -> (n, B)`` and a discount."""
+    return hasattr(agent, "critic") and hasattr(getattr(agent, "cfg", None), "gamma")
+
+
+@single_thread()
+def value_check(agent, env_id: str, episodes: int = 10, seed: int = 0,
+                state_normalizer: StateNormalizer | None = None,
+                reward_transform: RewardTransform | None = None) -> dict:
+    """The critic's estimate at the start states against the Monte-Carlo return of the agent's own policy.
+
+    Runs ``episodes`` deterministic episodes (as :func:`evaluate`, the same seeds) and returns
+    ``return_mean`` (undiscounted), ``mc_discounted`` (the mean discounted return ``sum_t gamma^t r_t`` from the start
+    states, the true value of the policy there up to the 1,000-step time limit) and ``q_start``: the mean over
+    the start states of ``min_k Q_k(s_0, pi(s_0))`` (the smallest of the critic ensemble, in raw reward units:
+    ``reward_transform``, e.g. IQL's reward scaling, is undone as ``(q - bias / (1 - gamma)) / scale``, exact for
+    ``bias = 0``, the only case minirl makes). Extrapolation error shows as ``q_start`` far above ``mc_discounted``,
+    a conservative critic (CQL) as ``q_start`` below it.
+    """
+    if not has_value_estimate(agent):
+        raise TypeError(f"{type(agent).__name__} has no critic to check: value_check needs agent.critic(obs, act) "
+                        f"and agent.cfg.gamma")
+    gamma = float(agent.cfg.gamma)
+    ep = _episodes(agent, env_id, episodes, seed, state_normalizer, gamma)
+    dev = next(agent.critic.parameters()).device
+    with torch.no_grad():
+        q = agent.critic(torch.as_tensor(ep["start_obs"], device=dev),
+                         torch.as_tensor(ep["start_actions"], device=dev)).float().min(0).values.mean().item()
+    if reward_transform is not None:
+        q = (q - reward_transform.bias / (1.0 - gamma)) / reward_transform.scale
+    return {"return_mean": float(ep["returns"].mean()), "return_std": float(ep["returns"].std()),
+            "returns": ep["returns"], "mc_discounted": float(ep["discounted"].mean()), "q_start": q}
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -366,14 +413,21 @@ def train(agent, dataset: OfflineDataset, steps: int, *, batch_size: int = 256, 
                 running, n_running = {}, 0
             if eval_every and (step % eval_every == 0 or step == steps):
                 t_eval = time.perf_counter()
-                returns = evaluate(agent, eval_env, eval_episodes, seed=10_000 * (seed + 1),
-                                   state_normalizer=state_normalizer)
+                if has_value_estimate(agent):  # the returns and, from the same episodes, the critic's value check
+                    check = value_check(agent, eval_env, eval_episodes, seed=10_000 * (seed + 1),
+                                        state_normalizer=state_normalizer, reward_transform=reward_transform)
+                    returns = check["returns"]
+                    values = {"q_start": check["q_start"], "mc_discounted": check["mc_discounted"]}
+                else:
+                    returns = evaluate(agent, eval_env, eval_episodes, seed=10_000 * (seed + 1),
+                                       state_normalizer=state_normalizer)
+                    values = {}
                 entry = {"step": step, "return_mean": float(returns.mean()), "return_std": float(returns.std())}
                 if task is not None:
                     from .datasets import normalized_score
                     scores = normalized_score(task, returns)
                     entry |= {"score_mean": float(scores.mean()), "score_std": float(scores.std())}
-                log("eval", entry)
+                log("eval", entry | values)
                 eval_seconds += time.perf_counter() - t_eval
                 if out is not None:
                     _write_csv(out / "eval.csv", history["eval"])

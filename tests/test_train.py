@@ -6,8 +6,9 @@ import torch
 
 from minirl.bc import BC, BCConfig
 from minirl.data import OfflineDataset
+from minirl.data import RewardTransform
 from minirl.train import (SCALES, NonFiniteLossError, evaluate, get_scale, main, make_agent, prepare_dataset,
-                          train)
+                          train, value_check)
 
 
 def pendulum_like(n=600, seed=0):
@@ -141,6 +142,57 @@ def test_evaluate_is_seeded_and_batched():
     r2 = evaluate(agent, "Pendulum-v1", episodes=3, seed=5)
     assert r1.shape == (3,) and np.array_equal(r1, r2) and len(set(r1)) == 3
     assert agent.calls[0] == 3 and len(agent.calls) == 2 * 200  # one batched call per step, 200-step episodes
+
+
+def test_value_check_compares_the_critic_with_the_discounted_return():
+    """q_start is min_k Q_k(s0, pi(s0)) in raw reward units; mc_discounted is sum_t gamma^t r_t, computed here by hand."""
+    import gymnasium as gym
+    from types import SimpleNamespace
+
+    class Critic(torch.nn.Module):  # two "critics": Q_1 = 3 + sum(s), Q_2 = 5 + sum(s); the smaller is Q_1
+        def __init__(self):
+            super().__init__()
+            self.w = torch.nn.Parameter(torch.zeros(1))
+
+        def forward(self, obs, act):
+            base = obs.sum(-1) + 0 * act.sum(-1) + self.w
+            return torch.stack([base + 3.0, base + 5.0])
+
+    class Agent:
+        cfg = SimpleNamespace(gamma=0.9)
+        critic = Critic()
+
+        def act(self, obs, deterministic=True):
+            return np.full((len(obs), 1), 0.5, np.float32)
+
+    check = value_check(Agent(), "Pendulum-v1", episodes=2, seed=3, reward_transform=RewardTransform(scale=2.0))
+    starts, expected = [], []
+    for i in range(2):
+        env = gym.make("Pendulum-v1")
+        obs, _ = env.reset(seed=3 + i)
+        starts.append(obs.astype(np.float32))
+        total, t, done = 0.0, 0, False
+        while not done:
+            obs, r, term, trunc, _ = env.step(np.array([0.5], np.float32))
+            total += 0.9 ** t * r
+            t, done = t + 1, term or trunc
+        expected.append(total)
+    assert check["mc_discounted"] == pytest.approx(np.mean(expected), rel=1e-9)
+    assert check["returns"].shape == (2,)
+    assert np.array_equal(check["returns"], evaluate(Agent(), "Pendulum-v1", episodes=2, seed=3))
+    assert check["q_start"] == pytest.approx((3.0 + np.mean([s.sum() for s in starts])) / 2.0, rel=1e-5)
+    with pytest.raises(TypeError, match="BC has no critic to check"):
+        value_check(BC(3, 1, -2, 2), "Pendulum-v1", episodes=1)
+
+
+def test_training_logs_the_value_check_for_agents_with_a_critic(tmp_path):
+    ds = pendulum_like()
+    iql, _ = make_agent("iql", ds, hidden=(16, 16))
+    bc, _ = make_agent("bc", ds, hidden=(16, 16))
+    h_iql = train(iql, ds, 4, eval_env="Pendulum-v1", eval_every=2, eval_episodes=1, progress=False)
+    h_bc = train(bc, ds, 4, eval_env="Pendulum-v1", eval_every=2, eval_episodes=1, progress=False)
+    assert all({"q_start", "mc_discounted"} <= set(e) for e in h_iql["eval"])
+    assert not any("q_start" in e for e in h_bc["eval"])
 
 
 def test_prepare_dataset_and_make_agent():
