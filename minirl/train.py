@@ -117,6 +117,50 @@ def check_device(device: str) -> str:
     return device
 
 
+def device_works(device: str) -> bool:
+    """Whether one update of a small actor-critic (the layers every algorithm uses) runs on ``device`` and gives
+    finite numbers: the check behind :func:`default_device` for Apple's MPS, whose coverage of torch's operators
+    varies between torch versions."""
+    from .nets import CriticEnsemble, TanhGaussianActor
+    try:
+        gen = torch.Generator().manual_seed(0)
+        obs, act = torch.randn(8, 3, generator=gen).to(device), torch.rand(8, 2, generator=gen).to(device) * 2 - 1
+        critic, actor = CriticEnsemble(3, 2, (16, 16), 2).to(device), TanhGaussianActor(3, 2, (16, 16)).to(device)
+        a, logp = actor.sample(obs)
+        loss = critic(obs, act).pow(2).mean() + (logp - critic(obs, a).min(0).values).mean()
+        loss.backward()
+        return bool(torch.isfinite(loss).item())
+    except Exception:  # an operator the backend lacks, a driver error: the device does not work for minirl
+        return False
+
+
+def default_device() -> str:
+    """The device the notebooks train on: ``$MINIRL_DEVICE`` when set (checked), else the first CUDA GPU, else Apple's
+    MPS when :func:`device_works` on it, else the CPU."""
+    if os.environ.get("MINIRL_DEVICE"):
+        return check_device(os.environ["MINIRL_DEVICE"])
+    if torch.cuda.is_available():
+        return "cuda"
+    if torch.backends.mps.is_available() and device_works("mps"):
+        return "mps"
+    return "cpu"
+
+
+def default_threads() -> int:
+    """The torch threads the notebooks use: ``$MINIRL_THREADS`` when set, else every core this process may run on.
+
+    One process alone on a machine gains from a second thread (CQL 10.1 vs 5.3 updates/s on this project's 2 cores,
+    benchmarks/README.md); processes that share the cores should take one thread each (``MINIRL_THREADS=1``):
+    a second thread on a busy core made a BC run 57x slower."""
+    text = os.environ.get("MINIRL_THREADS")
+    if text:
+        try:
+            return at_least("MINIRL_THREADS", int(text), 1)
+        except ValueError:
+            raise UserError(f"MINIRL_THREADS must be a whole number of threads >= 1, got {text!r}") from None
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
 PRECISIONS = ("auto", "float32", "bf16")
 
 

@@ -10,7 +10,7 @@ Writes into ``_config.yml`` (keeping its comments):
   repository named OWNER.github.io);
 - the buttons that need a repository, switched on: ``launch_buttons`` (Colab and Binder URLs), ``html.use_repository_
   button``, ``use_issues_button``, ``use_edit_page_button`` and the theme's ``use_source_button``;
-then names the repository in the setup cell of every chapter notebook (scripts/setup_cell.py), so that a notebook
+then names the repository in the setup cell of every chapter and exercise notebook (scripts/setup_cell.py), so that a notebook
 opened on Colab installs minirl from ``git+https://github.com/OWNER/NAME``.
 
 ``--warn-if-changed`` prints a GitHub Actions ``::warning::`` when the committed ``_config.yml`` named another
@@ -160,7 +160,7 @@ def main(argv: list[str] | None = None) -> int:
               f"`python scripts/set_repository.py {repository}` once and commit _config.yml and notebooks/.")
     for change in write_config(config, owner, name, a.branch):
         print(f"{config}: {change}")
-    for path in sorted((a.root / "notebooks").glob("*.ipynb")):
+    for path in setup_cell.all_notebooks(a.root):
         changed = setup_cell.apply(path, repository)
         print(f"{path}: setup cell names {repository} ({'updated' if changed else 'unchanged'})")
     return 0

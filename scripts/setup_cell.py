@@ -1,16 +1,20 @@
 """Put the setup cell at the top of every chapter notebook (Colab, Binder, and "pick the scale from the device").
 
-    python scripts/setup_cell.py                        # every notebooks/*.ipynb
+    python scripts/setup_cell.py                        # every chapter and exercise notebook
     python scripts/setup_cell.py notebooks/03_cql.ipynb
     python scripts/setup_cell.py --check                # exit 1 if a notebook's setup cell is missing or stale
 
 The cell installs minirl when ``import minirl`` would fail (a notebook opened on Colab, or a bare Jupyter), from the
-GitHub repository named by ``repository.url`` in ``_config.yml``, and sets ``MINIRL_SCALE`` from the device when it is
-not set already: ``full`` with a CUDA GPU, ``cpu`` without. Where minirl is installed and ``MINIRL_SCALE`` is set (this
-repository, CI, ``pytest --nbval``) it does nothing and prints nothing, so stored outputs stay valid.
+GitHub repository named by ``repository.url`` in ``_config.yml`` (replacing the unrelated PyPI package also called
+``minirl``, recognised by its lack of ``minirl/datasets.py``), and sets ``MINIRL_SCALE`` to ``cpu`` when it is not set
+already, on a GPU too: ``full`` (1M gradient steps per run) is chosen only by setting it. The device is not the
+cell's business: each notebook takes :func:`minirl.train.default_device` (CUDA, then Apple's MPS, then the CPU).
+Where minirl is installed and ``MINIRL_SCALE`` is set (this repository, CI, ``pytest --nbval``) it does nothing and
+prints nothing, so stored outputs stay valid.
 
 The cell is found by its tag ``minirl-setup`` and rewritten in place, so running the script again only updates it.
-The exercise notebooks are left alone: students run them where minirl is installed.
+The exercise notebooks (the students' and the solutions) carry the same cell, so that an exercise opened on Colab
+installs minirl too.
 """
 from __future__ import annotations
 
@@ -25,26 +29,40 @@ TAG = "minirl-setup"
 TAGS = [TAG, "hide-input"]  # hide-input: the book shows the cell collapsed
 
 TEMPLATE = '''\
-# Setup for Colab and Binder: where minirl is missing, clone the book's repository (the package, and the results/
-# that the comparison cells load) and install it; then choose the scale from the device unless MINIRL_SCALE is set
-# (`full` on a CUDA GPU, `cpu` otherwise). Where minirl is installed (here, CI, nbval) it only sets the scale.
+# Setup for Colab and Binder. Where this book's minirl is missing, clone the book's repository (the package, and the
+# results/ that the comparison cells load) and install it; an unrelated PyPI package also named `minirl` is
+# replaced. Scale: MINIRL_SCALE if set, else `cpu` (minutes to an hour per training cell, on a GPU too). To change
+# it, run e.g. `%env MINIRL_SCALE=full` (the papers' 1M gradient steps: hours per run even on a GPU) or `smoke`
+# (seconds) before this cell. Where minirl is installed and MINIRL_SCALE is set (here, CI, nbval) it prints nothing.
 import importlib, importlib.util, os, subprocess, sys
 
 MINIRL_REPOSITORY = "{repository}"  # OWNER/NAME on GitHub, from _config.yml (scripts/setup_cell.py)
-if importlib.util.find_spec("minirl") is None:
+
+
+def _books_minirl():  # only this book's package has minirl/datasets.py (looked up without importing anything)
+    spec = importlib.util.find_spec("minirl")
+    return spec is not None and spec.origin is not None and os.path.isfile(
+        os.path.join(os.path.dirname(spec.origin), "datasets.py"))
+
+
+if not _books_minirl():
     if not MINIRL_REPOSITORY:
-        raise RuntimeError("minirl is not installed, and this copy of the notebook does not name the book's "
-                           "repository: clone the repository, pip install -e it, then run this cell again")
+        raise RuntimeError("this book's minirl is not installed, and this copy of the notebook does not name the "
+                           "book's repository: clone the repository, pip install -e it, then run this cell again")
+    if importlib.util.find_spec("minirl") is not None:
+        print("An unrelated package named minirl is installed (PyPI's `minirl`); replacing it by the book's")
+        subprocess.run([sys.executable, "-m", "pip", "uninstall", "-q", "-y", "minirl"], check=True)
+        for name in [m for m in sys.modules if m == "minirl" or m.startswith("minirl.")]:
+            del sys.modules[name]
     clone = os.path.abspath("minirl-book")
     if not os.path.isdir(clone):
         subprocess.run(["git", "clone", "--depth", "1", f"https://github.com/{{MINIRL_REPOSITORY}}", clone], check=True)
     subprocess.run([sys.executable, "-m", "pip", "install", "-q", "-e", clone], check=True)
     sys.path.insert(0, clone)  # this kernel started before the install: import the clone directly
     importlib.invalidate_caches()
-import torch
-
 if "MINIRL_SCALE" not in os.environ:
-    os.environ["MINIRL_SCALE"] = "full" if torch.cuda.is_available() else "cpu"'''
+    os.environ["MINIRL_SCALE"] = "cpu"
+    print("MINIRL_SCALE=cpu (set MINIRL_SCALE=full or smoke before this cell for another scale)")'''
 
 
 def configured_repository(config: Path = REPO / "_config.yml") -> str:
@@ -106,18 +124,25 @@ def stale(path: Path, repository: str) -> str | None:
     return None
 
 
-def chapter_notebooks() -> list[Path]:
-    return sorted((REPO / "notebooks").glob("*.ipynb"))
+def chapter_notebooks(root: Path = REPO) -> list[Path]:
+    return sorted((root / "notebooks").glob("*.ipynb"))
+
+
+def all_notebooks(root: Path = REPO) -> list[Path]:
+    """The chapters, the exercise notebooks and their solutions: every notebook that carries the setup cell."""
+    exercises = root / "notebooks" / "exercises"
+    return (chapter_notebooks(root) + sorted(exercises.glob("*.ipynb"))
+            + sorted((exercises / "solutions").glob("*.ipynb")))
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("notebooks", nargs="*", type=Path, help="default: notebooks/*.ipynb")
+    p.add_argument("notebooks", nargs="*", type=Path, help="default: every chapter and exercise notebook")
     p.add_argument("--repository", default=None, help="OWNER/NAME (default: from _config.yml repository.url)")
     p.add_argument("--check", action="store_true", help="only report notebooks whose setup cell is missing or stale")
     a = p.parse_args(argv)
     repository = configured_repository() if a.repository is None else a.repository
-    paths = a.notebooks or chapter_notebooks()
+    paths = a.notebooks or all_notebooks()
     if a.check:
         problems = [msg for msg in (stale(path, repository) for path in paths) if msg]
         print("\n".join(problems) or f"setup cells up to date in {len(paths)} notebooks")

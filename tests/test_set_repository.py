@@ -26,6 +26,9 @@ def root(tmp_path):
     shutil.copy(REPO / "_config.yml", tmp_path / "_config.yml")
     (tmp_path / "notebooks").mkdir()
     shutil.copy(REPO / "notebooks" / "01_offline_rl.ipynb", tmp_path / "notebooks")
+    (tmp_path / "notebooks" / "exercises" / "solutions").mkdir(parents=True)
+    for exercise in ("exercises/03_cql.ipynb", "exercises/solutions/03_cql.ipynb"):
+        shutil.copy(REPO / "notebooks" / exercise, tmp_path / "notebooks" / exercise)
     return tmp_path
 
 
@@ -47,7 +50,7 @@ def test_committed_config_is_consistent_with_its_repository():
 
 def test_notebooks_setup_cells_name_the_configured_repository():
     repository = setup_cell.configured_repository()
-    problems = [p for p in (setup_cell.stale(nb, repository) for nb in setup_cell.chapter_notebooks()) if p]
+    problems = [p for p in (setup_cell.stale(nb, repository) for nb in setup_cell.all_notebooks()) if p]
     assert not problems, problems
 
 
@@ -71,6 +74,8 @@ def test_writes_every_key_and_the_setup_cell_and_keeps_comments(root, capsys):
     assert setup_cell.configured_repository(root / "_config.yml") == "Octo-Org/minirl-book"
     nb = root / "notebooks" / "01_offline_rl.ipynb"
     assert setup_cell.stale(nb, "Octo-Org/minirl-book") is None
+    for exercise in ("exercises/03_cql.ipynb", "exercises/solutions/03_cql.ipynb"):  # the exercises' cells too
+        assert setup_cell.stale(root / "notebooks" / exercise, "Octo-Org/minirl-book") is None
     cell = next(c for c in json.loads(nb.read_text())["cells"] if setup_cell.TAG in c["metadata"].get("tags", []))
     assert 'MINIRL_REPOSITORY = "Octo-Org/minirl-book"' in "".join(cell["source"])
     out = capsys.readouterr().out

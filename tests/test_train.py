@@ -318,3 +318,31 @@ def test_filtered_bc_trains_on_the_best_tenth_of_episodes(tmp_path, monkeypatch)
         "state_normalizer"])
     raw = load_dataset("pendulum-medium-expert", get_scale("smoke").dataset_size, progress=False)
     assert saved == raw.best_episodes(0.1).state_normalizer() and saved != raw.state_normalizer()
+
+
+def test_default_device_and_threads(monkeypatch):
+    from minirl import train as tr
+    from minirl.config import UserError
+    monkeypatch.delenv("MINIRL_DEVICE", raising=False)
+    monkeypatch.delenv("MINIRL_THREADS", raising=False)
+    assert tr.device_works("cpu") is True
+    assert tr.device_works("meta") is False  # tensors without data: the update cannot give a number
+    assert tr.default_device() == "cpu"      # no GPU here
+    # a Mac: MPS is used when a small update runs on it, else the CPU (MPS itself is not available here)
+    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: True)
+    monkeypatch.setattr(tr, "device_works", lambda device: device == "mps")
+    assert tr.default_device() == "mps"
+    monkeypatch.setattr(tr, "device_works", lambda device: False)
+    assert tr.default_device() == "cpu"
+    monkeypatch.setenv("MINIRL_DEVICE", "cuda")
+    with pytest.raises(UserError, match="--device cuda"):
+        tr.default_device()
+    monkeypatch.setenv("MINIRL_DEVICE", "cpu")
+    assert tr.default_device() == "cpu"
+    assert tr.default_threads() >= 1
+    monkeypatch.setenv("MINIRL_THREADS", "1")
+    assert tr.default_threads() == 1
+    for bad in ("0", "two", "1.5"):
+        monkeypatch.setenv("MINIRL_THREADS", bad)
+        with pytest.raises(UserError, match="MINIRL_THREADS must be"):
+            tr.default_threads()
