@@ -50,7 +50,8 @@ from .data import OfflineDataset, RewardTransform, StateNormalizer, atomic_write
 
 @dataclass(frozen=True)
 class Scale:
-    """How big a run is: gradient steps, evaluation cadence and episodes, and the dataset size cap."""
+    """How big a run is: gradient steps, evaluation cadence and episodes, the dataset size cap, and the network sizes
+    some algorithms use at this scale."""
     name: str
     steps: int
     eval_every: int
@@ -58,20 +59,30 @@ class Scale:
     dataset_size: int | None      # None: the full dataset
     batch_size: int = 256
     algo_steps: tuple = ()        # (algo, steps) pairs for algorithms slower per update than the default allows
+    algo_config: tuple = ()       # (algo, ((field, value), ...)) pairs: config fields this scale sets for algo
 
     def steps_for(self, algo: str) -> int:
-        """Gradient steps for ``algo`` at this scale (slow updates such as CQL's get fewer at ``cpu`` scale)."""
+        """Gradient steps for ``algo`` at this scale (the same for every algorithm, except at ``smoke`` scale)."""
         return dict(self.algo_steps).get(algo, self.steps)
 
+    def config_for(self, algo: str) -> dict:
+        """The config fields this scale sets for ``algo`` (before the user's overrides); ``{}`` for the paper's."""
+        return dict(dict(self.algo_config).get(algo, ()))
 
+
+# At the `cpu` scale every algorithm gets the same 50,000 gradient steps (the results of record compare them at equal
+# budgets). CQL at the paper's sizes (3 x 256 layers, N = 10 sampled actions per proposal, 1 + 3N critic evaluations
+# per state) runs ~11-13 updates/s on one core in bfloat16 and BCQ (750-750 VAE) ~26-28, i.e. 65 and 30 minutes per
+# 50k-step run; so the `cpu` scale runs them smaller: CQL (and CQL-Lagrange, and offline SAC, CQL's alpha = 0 case,
+# so that the three share their networks) with 2 x 256 layers and N = 4, ~50 updates/s; BCQ with a 256-256 VAE,
+# ~50 updates/s (benchmarks/README.md). The `full` scale keeps every paper's sizes.
+_CPU_CQL = (("actor_hidden", (256, 256)), ("critic_hidden", (256, 256)), ("n_actions", 4))
 SCALES = {
-    # CQL evaluates 1 + 3 x 10 actions per state through 3x256 critics: ~3 updates per CPU-second at the paper's
-    # sizes (offline SAC, its alpha = 0 case, ~25); BCQ decodes 10 actions per next state through a 750-750 VAE:
-    # ~5-6 per second at batch 256. So the CPU scales give them fewer steps (benchmarks/speed.py).
     "smoke": Scale("smoke", steps=200, eval_every=100, eval_episodes=2, dataset_size=5_000,
                    algo_steps=(("cql", 20), ("cql-lagrange", 20), ("bcq", 50))),
-    "cpu": Scale("cpu", steps=20_000, eval_every=2_000, eval_episodes=10, dataset_size=None,
-                 algo_steps=(("cql", 1_200), ("cql-lagrange", 1_200), ("sac-offline", 10_000), ("bcq", 2_000))),
+    "cpu": Scale("cpu", steps=50_000, eval_every=5_000, eval_episodes=10, dataset_size=None,
+                 algo_config=(("cql", _CPU_CQL), ("cql-lagrange", _CPU_CQL), ("sac-offline", _CPU_CQL),
+                              ("bcq", (("vae_hidden", (256, 256)),)))),
     "full": Scale("full", steps=1_000_000, eval_every=5_000, eval_episodes=10, dataset_size=None),
 }
 
@@ -763,7 +774,7 @@ def plan_run(algo: str, dataset: str, *, scale: str | None = None, steps: int | 
     if compile not in (False, True, *COMPILE_MODES):
         raise UserError(f"--compile mode must be one of {', '.join(COMPILE_MODES)}, got {compile!r}"
                         f"{did_you_mean(compile, COMPILE_MODES)}")
-    overrides = dict(overrides or {})
+    overrides = {**sc.config_for(algo), **(overrides or {})}  # the scale's sizes, then the user's settings
     if "max_steps" in _config_fields(algo):  # schedules (e.g. IQL's cosine actor lr) must know the run's length
         overrides.setdefault("max_steps", steps)
     size = datasets.full_size(dataset)
@@ -900,6 +911,10 @@ def run(algo: str, dataset: str, *, scale: str | None = None, steps: int | None 
     print(f"minirl train: algo={plan.algo} dataset={plan.dataset} ({len(raw)} transitions) scale={plan.scale.name} "
           f"steps={plan.steps} seed={plan.seed} device={device} precision={plan.precision} "
           f"threads={settings['threads']} out={plan.out}")
+    scale_config = {k: v for k, v in plan.scale.config_for(plan.algo).items() if k not in (overrides or {})}
+    if scale_config:
+        print(f"  {plan.scale.name} scale sizes for {plan.algo}: "
+              + ", ".join(f"{k}={v}" for k, v in scale_config.items()) + " (the paper's at --scale full)")
     start = time.perf_counter()
     history = train(agent, data, plan.steps, batch_size=plan.batch_size, eval_env=plan.env_id,
                     eval_every=plan.eval_every, eval_episodes=plan.eval_episodes, task=plan.task, seed=plan.seed,

@@ -7,7 +7,7 @@ import torch
 from minirl.bc import BC, BCConfig
 from minirl.data import OfflineDataset
 from minirl.data import RewardTransform
-from minirl.train import (SCALES, NonFiniteLossError, evaluate, get_scale, main, make_agent, prepare_dataset,
+from minirl.train import (ALGORITHMS, SCALES, NonFiniteLossError, evaluate, get_scale, main, make_agent, prepare_dataset,
                           train, value_check)
 
 
@@ -230,11 +230,27 @@ def test_cli_train_writes_logs(tmp_path, monkeypatch, capsys):
 def test_scale_steps_per_algorithm_and_evaluation_period():
     from minirl.train import SCALES, _eval_every
     cpu = SCALES["cpu"]
-    assert cpu.steps_for("bc") == cpu.steps == 20_000
-    assert cpu.steps_for("cql") < cpu.steps  # the slow update gets fewer steps at the CPU scales
-    assert _eval_every(cpu, 20_000) == 2_000
+    assert {cpu.steps_for(a) for a in ALGORITHMS} == {cpu.steps} == {50_000}  # equal budgets at the cpu scale
+    assert SCALES["smoke"].steps_for("cql") < SCALES["smoke"].steps  # only smoke gives slow updates fewer steps
+    assert _eval_every(cpu, 50_000) == 5_000
     assert _eval_every(cpu, 1_200) == 300  # a short run still gets 4 evaluations
     assert _eval_every(SCALES["smoke"], 200) == 100
+
+
+def test_the_cpu_scale_sets_smaller_cql_and_bcq_sizes_and_the_user_overrides_them(tmp_path, monkeypatch):
+    from minirl.train import SCALES, plan_run
+    monkeypatch.setenv("MINIRL_DATA", str(tmp_path / "data"))
+    cpu, full = SCALES["cpu"], SCALES["full"]
+    for algo in ("cql", "cql-lagrange", "sac-offline"):
+        cfg = plan_run(algo, "hopper-medium", scale="cpu", out=tmp_path / algo).config
+        assert (cfg.actor_hidden, cfg.critic_hidden, cfg.n_actions) == ((256, 256), (256, 256), 4)
+        assert plan_run(algo, "hopper-medium", scale="full", out=tmp_path / algo).config.n_actions == 10
+    assert plan_run("cql-lagrange", "hopper-medium", scale="cpu", out=tmp_path / "l").config.lagrange  # preset kept
+    assert plan_run("bcq", "hopper-medium", scale="cpu", out=tmp_path / "b").config.vae_hidden == (256, 256)
+    assert plan_run("bcq", "hopper-medium", scale="full", out=tmp_path / "b").config.vae_hidden == (750, 750)
+    mine = plan_run("cql", "hopper-medium", scale="cpu", out=tmp_path / "c", overrides={"n_actions": 10}).config
+    assert mine.n_actions == 10 and mine.critic_hidden == (256, 256)  # the user's setting wins, field by field
+    assert cpu.config_for("iql") == {} and full.config_for("cql") == {}
 
 
 def test_compile_agent_keeps_names_and_numbers():
