@@ -105,9 +105,12 @@ def _timed_loop(step, seconds: float, device: str, warmup: int = 5) -> tuple[flo
     return n / (time.perf_counter() - start), n
 
 
+SIZES = "full"  # whose network sizes minirl's agents take: a scale name (--scale); "full" is every paper's
+
+
 def make_minirl(algo: str, data: OfflineDataset, device: str, overrides: dict | None = None):
-    """minirl's agent ``algo`` with its default config (a long cosine schedule where the config has one)."""
-    overrides = dict(overrides or {})
+    """minirl's agent ``algo`` at the sizes of scale :data:`SIZES` (a long cosine schedule where the config has one)."""
+    overrides = {**train.get_scale(SIZES).config_for(algo), **(overrides or {})}
     if "max_steps" in train._config_fields(algo):
         overrides.setdefault("max_steps", 1_000_000)
     return train.make_agent(algo, data, device, **overrides)
@@ -212,10 +215,8 @@ def _d3rlpy_device(device: str) -> str:
 
 
 def minirl_config(algo: str):
-    """minirl's default config of ``algo`` (with the preset of variants such as ``cql-lagrange``)."""
-    import importlib
-    module, _, config_name, *preset = train.ALGORITHMS[algo]
-    return getattr(importlib.import_module(module), config_name)(**(preset[0] if preset else {}))
+    """minirl's config of ``algo`` at the sizes of scale :data:`SIZES` (with presets such as ``cql-lagrange``'s)."""
+    return train.make_config(algo, train.get_scale(SIZES).config_for(algo))
 
 
 def make_d3rlpy(algo: str, data: OfflineDataset, d3data, batch_size: int, device: str, d3rlpy):
@@ -415,11 +416,18 @@ def main(argv: list[str] | None = None) -> int:
                    help="instead of timing, profile N updates of each of minirl's algorithms (torch.profiler)")
     p.add_argument("--targets", action="store_true",
                    help="instead, the speed targets' table: float32, bf16, bf16 + compile, d3rlpy, CORL, peak share")
+    p.add_argument("--scale", default="full", choices=sorted(train.SCALES),
+                   help="network sizes of that scale for minirl and d3rlpy (default full: the papers'; cpu: CQL and "
+                        "BCQ smaller, see minirl.train.SCALES)")
     p.add_argument("--corl", metavar="DIR", default=None,
                    help="a checkout of tinkoff-ai/CORL: time its iql.py and cql.py as peers (with --targets)")
     a = p.parse_args(argv)
     if a.corl is not None and not (Path(a.corl) / "algorithms" / "offline").is_dir():
         p.error(f"--corl {a.corl}: not a CORL checkout (no algorithms/offline/ folder)")
+    if a.corl is not None and a.scale != "full":
+        p.error(f"--corl runs CORL's scripts at the papers' sizes: it needs --scale full, got --scale {a.scale}")
+    global SIZES
+    SIZES = a.scale
     if a.threads:
         torch.set_num_threads(a.threads)
     data = synthetic_dataset(a.dataset_size)
@@ -436,7 +444,8 @@ def main(argv: list[str] | None = None) -> int:
     d3_label = (f"d3rlpy {d3rlpy.__version__}" if d3rlpy is not None
                 else "d3rlpy not installed" if a.d3rlpy else "d3rlpy not measured (--no-d3rlpy)")
     print(f"# {platform.machine()} CPU ({_cpu_name()}) x{torch.get_num_threads()} torch threads, device {a.device}, "
-          f"torch {torch.__version__}, {d3_label}, batch {a.batch_size}, {a.seconds:g} s per measurement, "
+          f"torch {torch.__version__}, {d3_label}, {a.scale} scale's network sizes, batch {a.batch_size}, "
+          f"{a.seconds:g} s per measurement, "
           f"load average {_loadavg()} at the start\n")
     if a.targets:
         if a.corl is None:

@@ -161,7 +161,25 @@ def test_targets_table_with_a_corl_peer(tmp_path, monkeypatch, capsys):
     assert rows["iql"][10].endswith(")") and "%" in rows["iql"][10]
     m = corl_peer.load_module(corl, "iql")
     assert m.ImplicitQLearning.calls == 0 and "d4rl" not in sys.modules  # the stand-ins are removed after import
-    assert m.gym.Env is __import__("gymnasium").Env
+    import importlib.util  # the real gym where it is installed (d3rlpy's needs include it), else gymnasium
+    assert m.gym.Env is __import__("gym" if importlib.util.find_spec("gym") else "gymnasium").Env
     with pytest.raises(SystemExit):
         speed.main(["--targets", "--corl", str(tmp_path / "nowhere"), "--no-d3rlpy", *TINY])
     assert "not a CORL checkout" in capsys.readouterr().err
+
+
+def test_scale_option_gives_minirl_and_d3rlpy_the_scales_sizes(monkeypatch, capsys, tmp_path):
+    monkeypatch.setattr(speed, "SIZES", "full")
+    data = speed.synthetic_dataset(2000)
+    full = sum(p.numel() for p in speed.make_minirl("cql", data, "cpu")[0].critic.parameters())
+    assert speed.main(["--algos", "cql", "--no-d3rlpy", "--scale", "cpu", *TINY]) == 0
+    assert "cpu scale's network sizes" in capsys.readouterr().out
+    agent, cfg = speed.make_minirl("cql", data, "cpu")
+    assert (cfg.n_actions, cfg.critic_hidden) == (4, (256, 256)) == (speed.minirl_config("cql").n_actions,
+                                                                     speed.minirl_config("cql").critic_hidden)
+    assert sum(p.numel() for p in agent.critic.parameters()) < full
+    monkeypatch.setattr(speed, "SIZES", "full")
+    (tmp_path / "algorithms" / "offline").mkdir(parents=True)  # looks like a CORL checkout
+    with pytest.raises(SystemExit):
+        speed.main(["--algos", "cql", "--scale", "cpu", "--corl", str(tmp_path), "--targets", *TINY])
+    assert "--corl runs CORL's scripts at the papers' sizes" in capsys.readouterr().err
