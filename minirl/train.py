@@ -193,10 +193,11 @@ def native_bf16(device: str, cpuinfo: str = "/proc/cpuinfo") -> bool:
 
 
 def requested_precision(precision: str | None, amp: bool) -> str:
-    """What was asked for: ``amp=True`` (``--amp``, the older flag) is ``"bf16"``, nothing at all is ``"float32"``."""
+    """What was asked for: ``amp=True`` (``--amp``, the older flag) is ``"bf16"``; nothing at all is ``"auto"``: bfloat16
+    where the hardware computes it natively, float32 elsewhere (:func:`resolve_precision`)."""
     if amp and precision not in (None, "bf16"):
         raise UserError(f"--amp is --precision bf16: it contradicts --precision {precision}")
-    return "bf16" if amp else precision or "float32"
+    return "bf16" if amp else precision or "auto"
 
 
 def resolve_precision(precision: str, device: str) -> str:
@@ -369,9 +370,10 @@ def train(agent, dataset: OfflineDataset, steps: int, *, batch_size: int = 256, 
     so a NaN is reported at its step. Off, the logs are summed on the device and read once per log step: on a GPU
     that removes one host-device synchronisation per update, and a NaN is reported with its window of steps.
 
-    ``precision="bf16"`` (or ``"auto"``, see :func:`resolve_precision`; ``amp=True`` is the older spelling of bf16)
-    runs every update under bfloat16 autocast (:func:`autocast`): the hidden layers multiply in bfloat16, the
-    output layers, the losses, parameters and optimiser states stay float32. Evaluation runs in float32.
+    ``precision="bf16"`` (``amp=True`` is the older spelling) runs every update under bfloat16 autocast
+    (:func:`autocast`): the hidden layers multiply in bfloat16, the output layers, the losses, parameters and
+    optimiser states stay float32. Evaluation runs in float32. The default, ``None`` or ``"auto"``, is bf16 where the
+    hardware computes it natively and float32 elsewhere (:func:`resolve_precision`); ``"float32"`` asks for float32.
     """
     at_least("steps", steps, 0)
     at_least("batch_size", batch_size, 1)
@@ -1101,8 +1103,8 @@ def build_parser(prog: str = "minirl"):
     t.add_argument("--threads", type=int, default=1,
                    help="torch threads (default 1: one run per core; several runs side by side need no more)")
     t.add_argument("--precision", choices=PRECISIONS, default=None,
-                   help="float32 (default); bf16: updates under bfloat16 autocast; auto: bf16 where the hardware "
-                        "computes it natively (AVX-512 BF16 / AMX CPUs, Ampere+ GPUs), float32 elsewhere")
+                   help="auto (default): bf16 where the hardware computes it natively (AVX-512 BF16 / AMX CPUs, "
+                        "Ampere+ GPUs), float32 elsewhere; bf16: updates under bfloat16 autocast; float32")
     t.add_argument("--amp", action="store_true", help="the same as --precision bf16")
     t.add_argument("--out", default=None, help="run directory (default: runs/<algo>-<dataset>-s<seed>)")
     t.add_argument("--overwrite", action="store_true", help="replace the run already in --out")

@@ -278,7 +278,8 @@ def test_amp_trains_in_bfloat16_with_float32_parameters(tmp_path):
     for amp in (False, True):
         torch.manual_seed(0)
         agent = BC(3, 1, -2, 2)
-        runs[amp] = train(agent, ds, 40, log_every=20, seed=1, progress=False, amp=amp)["train"]
+        runs[amp] = train(agent, ds, 40, log_every=20, seed=1, progress=False,
+                          **({"amp": True} if amp else {"precision": "float32"}))["train"]
         assert all(p.dtype == torch.float32 for p in agent.actor.parameters())
     # the same run up to bfloat16 rounding: close, not equal
     for full, mixed in zip(runs[False], runs[True]):
@@ -362,3 +363,20 @@ def test_default_device_and_threads(monkeypatch):
         monkeypatch.setenv("MINIRL_THREADS", bad)
         with pytest.raises(UserError, match="MINIRL_THREADS must be"):
             tr.default_threads()
+
+
+def test_the_default_precision_is_bfloat16_only_where_the_hardware_has_it(monkeypatch):
+    from minirl import train as tr
+    ds = pendulum_like()
+    histories = {}
+    for native in (True, False):
+        monkeypatch.setattr(tr, "native_bf16", lambda device, native=native: native)
+        assert tr.resolve_precision(tr.requested_precision(None, False), "cpu") == ("bf16" if native else "float32")
+        resolved = "bf16" if native else "float32"
+        for precision in (None, resolved):
+            torch.manual_seed(0)
+            histories[native, precision] = train(BC(3, 1, -2, 2), ds, 8, log_every=4, seed=1, progress=False,
+                                                 precision=precision)["train"]
+        # the default is the same run as asking for what it resolved to, bit for bit
+        assert strip_timing({"t": histories[native, None]}) == strip_timing({"t": histories[native, resolved]})
+    assert histories[True, None][-1]["actor_loss"] != histories[False, None][-1]["actor_loss"]
