@@ -22,7 +22,7 @@ import numpy as np
 import torch
 
 from .config import LAYERS, POSITIVE, check_fields, interval
-from .nets import DeterministicActor, GaussianActor
+from .nets import DeterministicActor, GaussianActor, adam
 
 
 @dataclass
@@ -57,7 +57,7 @@ class BC:
         self.device = torch.device(device)
         actor_cls = DeterministicActor if cfg.actor == "deterministic" else GaussianActor
         self.actor = actor_cls(obs_dim, act_dim, cfg.hidden, action_low, action_high).to(self.device)
-        self.opt = torch.optim.Adam(self.actor.parameters(), lr=cfg.lr)
+        self.opt = adam(self.actor.parameters(), cfg.lr)
 
     def loss(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         if self.cfg.actor == "deterministic":

@@ -42,7 +42,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from .config import AT_LEAST_ONE, LAYERS, NON_NEGATIVE, POSITIVE, check_fields, interval, or_none
-from .nets import VAE, CriticEnsemble, _ActionScaler, mlp, soft_update
+from .nets import VAE, CriticEnsemble, _ActionScaler, adam, mlp, soft_update
 
 
 @dataclass
@@ -159,9 +159,9 @@ class BCQ:
         self.critic = CriticEnsemble(obs_dim, act_dim, cfg.critic_hidden, n_critics=2).to(self.device)
         self.actor_target = copy.deepcopy(self.actor).requires_grad_(False)
         self.critic_target = copy.deepcopy(self.critic).requires_grad_(False)
-        self.vae_opt = torch.optim.Adam(self.vae.parameters(), lr=cfg.vae_lr)
-        self.actor_opt = torch.optim.Adam(self.actor.parameters(), lr=cfg.actor_lr)
-        self.critic_opt = torch.optim.Adam(self.critic.parameters(), lr=cfg.critic_lr)
+        self.vae_opt = adam(self.vae.parameters(), cfg.vae_lr)
+        self.actor_opt = adam(self.actor.parameters(), cfg.actor_lr)
+        self.critic_opt = adam(self.critic.parameters(), cfg.critic_lr)
 
     def candidates(self, obs: torch.Tensor, n: int, target: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
         """``n`` perturbed VAE actions per state, batched: returns ``(obs_rep, actions)``, both ``(B * n, .)``,
@@ -345,7 +345,7 @@ class DiscreteBCQ:
         self.q = mlp(obs_dim, n, cfg.hidden).to(self.device)            # Q_theta(s, .)
         self.imitation = mlp(obs_dim, n, cfg.hidden).to(self.device)    # logits of G_omega(. | s)
         self.q_target = copy.deepcopy(self.q).requires_grad_(False)      # Q_theta'
-        self.opt = torch.optim.Adam([*self.q.parameters(), *self.imitation.parameters()], lr=cfg.lr)
+        self.opt = adam([*self.q.parameters(), *self.imitation.parameters()], cfg.lr)
         self.steps = 0
 
     def update(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:

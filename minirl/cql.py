@@ -73,7 +73,7 @@ import torch
 from torch.distributions import Normal
 
 from .config import AT_LEAST_ONE, LAYERS, NON_NEGATIVE, POSITIVE, UserError, check_fields, interval
-from .nets import CriticEnsemble, TanhGaussianActor, mlp, soft_update
+from .nets import CriticEnsemble, TanhGaussianActor, adam, mlp, soft_update
 
 MAX_ALPHA_PRIME = 1e6  # alpha' is clamped to [0, MAX_ALPHA_PRIME]
 
@@ -210,10 +210,10 @@ class CQL:
         self.target_entropy = -float(act_dim) if cfg.target_entropy is None else float(cfg.target_entropy)
         self.log_alpha = torch.zeros((), device=self.device, requires_grad=True)        # entropy temperature
         self.log_alpha_prime = torch.zeros((), device=self.device, requires_grad=True)  # Lagrange multiplier
-        self.actor_opt = torch.optim.Adam(self.actor.parameters(), lr=cfg.actor_lr)
-        self.critic_opt = torch.optim.Adam(self.critic.parameters(), lr=cfg.critic_lr)
-        self.alpha_opt = torch.optim.Adam([self.log_alpha], lr=cfg.alpha_lr)
-        self.alpha_prime_opt = torch.optim.Adam([self.log_alpha_prime], lr=cfg.alpha_prime_lr)
+        self.actor_opt = adam(self.actor.parameters(), cfg.actor_lr)
+        self.critic_opt = adam(self.critic.parameters(), cfg.critic_lr)
+        self.alpha_opt = adam([self.log_alpha], cfg.alpha_lr)
+        self.alpha_prime_opt = adam([self.log_alpha_prime], cfg.alpha_prime_lr)
         # the uniform proposal's log-density in the [-1, 1] box: log 0.5^|A|
         self.log_uniform_density = act_dim * math.log(0.5)
         self.step = 0
@@ -376,7 +376,7 @@ class DiscreteCQL:
         self.n_actions = n_actions
         self.q = mlp(obs_dim, n_actions, cfg.hidden).to(self.device)
         self.q_target = copy.deepcopy(self.q).requires_grad_(False)
-        self.opt = torch.optim.Adam(self.q.parameters(), lr=cfg.lr)
+        self.opt = adam(self.q.parameters(), cfg.lr)
         self.step = 0
 
     def update(self, b: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:

@@ -41,7 +41,7 @@ import numpy as np
 import torch
 
 from .config import AT_LEAST_ONE, LAYERS, NON_NEGATIVE, POSITIVE, check_fields, interval
-from .nets import CriticEnsemble, DeterministicActor, GaussianActor, mlp, soft_update
+from .nets import CriticEnsemble, DeterministicActor, GaussianActor, adam, mlp, soft_update
 
 
 @dataclass
@@ -139,9 +139,9 @@ class IQL:
         self.critic = CriticEnsemble(obs_dim, act_dim, cfg.hidden, cfg.n_critics).to(self.device)
         self.critic_target = copy.deepcopy(self.critic).requires_grad_(False)
         self.value = mlp(obs_dim, 1, cfg.hidden).to(self.device)
-        self.actor_opt = torch.optim.Adam(self.actor.parameters(), lr=cfg.actor_lr)
-        self.critic_opt = torch.optim.Adam(self.critic.parameters(), lr=cfg.critic_lr)
-        self.value_opt = torch.optim.Adam(self.value.parameters(), lr=cfg.value_lr)
+        self.actor_opt = adam(self.actor.parameters(), cfg.actor_lr)
+        self.critic_opt = adam(self.critic.parameters(), cfg.critic_lr)
+        self.value_opt = adam(self.value.parameters(), cfg.value_lr)
         self.step = 0  # updates done so far (drives the cosine schedule and the target update period)
 
     def V(self, obs: torch.Tensor) -> torch.Tensor:

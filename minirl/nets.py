@@ -253,7 +253,16 @@ class VAE(nn.Module):
 
 
 def soft_update(target: nn.Module, source: nn.Module, tau: float) -> None:
-    """Polyak averaging ``target <- tau * source + (1 - tau) * target``."""
+    """Polyak averaging ``target <- tau * source + (1 - tau) * target`` (one fused call over all parameters)."""
     with torch.no_grad():
-        for t, s in zip(target.parameters(), source.parameters()):
-            t.lerp_(s, tau)
+        torch._foreach_lerp_(list(target.parameters()), list(source.parameters()), tau)
+
+
+_FUSED_ADAM = tuple(int(x) for x in torch.__version__.split(".")[:2]) >= (2, 4)  # CPU fused Adam since torch 2.4
+
+
+def adam(params, lr: float) -> torch.optim.Adam:
+    """``torch.optim.Adam(params, lr)`` with ``fused=True`` where torch has it: the whole step in one kernel
+    over all parameters, the same update as the default implementation up to float rounding (IQL's update on one
+    CPU core runs ~25 % faster, benchmarks/README.md)."""
+    return torch.optim.Adam(params, lr=lr, fused=True if _FUSED_ADAM else None)
