@@ -1,7 +1,10 @@
 """benchmarks/run_suite.py and minirl.plots: the path from training runs to the book's tables and curves."""
 import json
+import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import matplotlib
@@ -64,13 +67,16 @@ def test_run_suite_writes_results_and_skips_finished_runs(tmp_path):
            "--set", "hidden=[32,32]"]
     first = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO)
     assert first.returncode == 0, first.stderr[-2000:]
-    run = tmp_path / "smoke" / "bc-hidden=32,32" / "pendulum-medium" / "s0"
+    from minirl.train import native_bf16
+    amp = native_bf16("cpu")  # the default precision, auto, is bf16 where the CPU computes it natively
+    tag = "smoke-amp" if amp else "smoke"
+    run = tmp_path / tag / "bc-hidden=32,32" / "pendulum-medium" / "s0"
     result = json.loads((run / "result.json").read_text())
     assert result["steps"] == 20 and result["scale"] == "smoke" and result["overrides"] == {"hidden": [32, 32]}
     assert np.isfinite(result["score"]) and result["hardware"]["torch_threads"] == 1
-    assert result["precision"] == "float32" and result["amp"] is False  # what the run computed in, resolved
+    assert result["precision"] == ("bf16" if amp else "float32") and result["amp"] is amp  # what it computed in
     assert not (run / "checkpoint.pt").exists() and not (run / "agent.pt").exists()
-    assert "bc-hidden=32,32" in (tmp_path / "smoke" / "summary.csv").read_text()
+    assert "bc-hidden=32,32" in (tmp_path / tag / "summary.csv").read_text()
     second = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO)
     assert second.returncode == 0 and "skip" in second.stdout
 
@@ -103,4 +109,193 @@ def test_run_suite_checks_the_whole_grid_before_the_first_run(tmp_path, monkeypa
             run_suite.main([*base, *bad])
         err = capsys.readouterr().err
         assert stop.value.code == 2 and err.count("\n") == 1 and message in err, err
+    assert not (tmp_path / "data").exists() and not (tmp_path / "results").exists()
+
+
+# --- executors (issue 17): runs as submitit jobs, the lock across machines --------------------------------------
+
+TINY = ["--algos", "bc", "--datasets", "pendulum-medium", "--scale", "smoke", "--steps", "20",
+        "--set", "hidden=[16,16]", "--precision", "float32"]
+TINY_RUN = Path("bc-hidden=16,16") / "pendulum-medium"
+
+
+def _run_suite():
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import run_suite
+    return run_suite
+
+
+def _fake_slurm(bin_dir: Path) -> Path:
+    """sbatch, srun and squeue stand-ins: sbatch keeps the script it was given and answers with job 4242, then
+    4243...; squeue prints bin_dir/squeue.out (a queued job's state, or nothing once it has left the queue)."""
+    bin_dir.mkdir()
+    (bin_dir / "last_job").write_text("4241")
+    sbatch = (f'cp "$1" {bin_dir}/last.sbatch\nn=$(( $(cat {bin_dir}/last_job) + 1 ))\necho $n > {bin_dir}/last_job\n'
+              'echo "Submitted batch job $n"')
+    scripts = {"sbatch": sbatch,
+               "srun": "exit 0", "squeue": f"cat {bin_dir}/squeue.out 2>/dev/null; exit 0"}
+    for name, body in scripts.items():
+        (bin_dir / name).write_text(f"#!/bin/sh\n{body}\n")
+        (bin_dir / name).chmod(0o755)
+    return bin_dir
+
+
+def test_local_executor_makes_the_inline_runs_reports_failures_and_skips_finished_runs(tmp_path, capsys):
+    pytest.importorskip("submitit")
+    run_suite = _run_suite()
+    assert run_suite.main([*TINY, "--seeds", "0", "--root", str(tmp_path / "inline")]) == 0
+    local = tmp_path / "local"
+    broken = local / "smoke" / TINY_RUN / "s1"
+    broken.mkdir(parents=True)
+    (broken / "checkpoint.pt").write_text("not a checkpoint")  # seed 1 resumes from it, and fails
+    capsys.readouterr()
+    command = [*TINY, "--seeds", "0", "1", "--root", str(local), "--executor", "local", "--max-parallel", "1"]
+    assert run_suite.main(command) == 1
+    out, err = capsys.readouterr()
+    failed = next(line for line in out.splitlines() if line.startswith("FAILED"))
+    assert failed.startswith("FAILED bc-hidden=16,16/pendulum-medium/s1: minirl.config.UserError: ")
+    assert "checkpoint.pt is damaged or not a minirl checkpoint" in failed
+    log = Path(failed.rsplit("(log: ", 1)[1].rstrip(")"))
+    assert log.parent == local / "smoke" / ".submitit" and "UserError" in log.read_text()
+    assert "1 of 2 run(s) failed: bc-hidden=16,16/pendulum-medium/s1" in err
+    made = {d: tmp_path / d / "smoke" / TINY_RUN / "s0" for d in ("inline", "local")}
+    assert sorted(p.name for p in made["local"].iterdir()) == sorted(p.name for p in made["inline"].iterdir()) \
+        == ["config.json", "eval.csv", "log.jsonl", "result.json"]  # no lock, checkpoint or agent left
+    inline, job = (json.loads((made[d] / "result.json").read_text()) for d in ("inline", "local"))
+    assert inline.keys() == job.keys()
+    for key in ("score", "return", "steps", "precision", "overrides", "label", "seed"):
+        assert job[key] == inline[key], key  # the same seed gives the same numbers on CPU, wherever it runs
+    assert (made["local"] / "eval.csv").read_text() == (made["inline"] / "eval.csv").read_text()
+    assert '"bc-hidden=16,16",bc,pendulum-medium,0,smoke,20,' in (local / "smoke" / "summary.csv").read_text()
+    (broken / "checkpoint.pt").unlink()  # repaired: the same command makes seed 1 and leaves seed 0 alone
+    assert run_suite.main(command) == 0
+    out = capsys.readouterr().out
+    assert f"skip {made['local']} (done)" in out and "done bc-hidden=16,16/pendulum-medium/s1: score " in out
+    assert json.loads((broken / "result.json").read_text())["seed"] == 1
+
+
+def test_slurm_executor_submits_the_grid_as_one_job_array(tmp_path, monkeypatch, capsys):
+    pytest.importorskip("submitit")
+    run_suite = _run_suite()
+    root = tmp_path / "results"
+    command = ["--algos", "bc", "iql", "--datasets", "pendulum-medium", "--seeds", "0", "1", "--scale", "smoke",
+               "--root", str(root), "--device", "cuda", "--precision", "float32", "--executor", "slurm", "--no-wait"]
+    monkeypatch.setenv("PATH", str(tmp_path / "nowhere"))
+    with pytest.raises(SystemExit):
+        run_suite.main(command)
+    assert "--executor slurm needs sbatch and srun on PATH" in capsys.readouterr().err
+    fake = _fake_slurm(tmp_path / "bin")
+    monkeypatch.setenv("PATH", f"{fake}{os.pathsep}/usr/bin{os.pathsep}/bin")
+    flags = ["--slurm-partition", "gpu", "--max-parallel", "2", "--timeout-min", "90"]
+    assert run_suite.main([*command, *flags]) == 0  # cuda is the nodes' business: this machine has no GPU
+    assert "submitted 4 run(s) as SLURM job 4242, at most 2 at a time" in capsys.readouterr().out
+    sbatch = (fake / "last.sbatch").read_text()
+    for line in ["--array=0-3%2", "--partition=gpu", "--gpus-per-task=1", "--time=90", "--cpus-per-task=1",
+                 f"--output={root / 'smoke' / '.submitit'}/%A_%a_0_log.out", "--signal=USR2@90"]:
+        assert f"#SBATCH {line}\n" in sbatch
+    runs = [root / "smoke" / algo / "pendulum-medium" / f"s{seed}" for algo in ("bc", "iql") for seed in (0, 1)]
+    for i, run in enumerate(runs):  # each run's placeholder names its array task
+        lock = json.loads((run / "running.pid").read_text())
+        assert lock["job"] == f"4242_{i}" and lock["queued"] and lock["slurm"]
+    (fake / "squeue.out").write_text("PENDING\n")
+    assert run_suite.main(command) == 0  # while the array waits, the same command submits nothing
+    out = capsys.readouterr().out
+    assert "submitted" not in out and all(f"skip {run} (queued as SLURM job 4242_{i})" in out
+                                          for i, run in enumerate(runs))
+    (fake / "squeue.out").write_text("")  # the jobs left the queue without making the runs (cancelled)
+    assert run_suite.main(command) == 0
+    assert "submitted 4 run(s) as SLURM job 4243" in capsys.readouterr().out
+    assert [json.loads((run / "running.pid").read_text())["job"] for run in runs] == [f"4243_{i}" for i in range(4)]
+
+
+def test_a_lock_from_another_machine_holds_the_run_until_it_is_stale(tmp_path, capsys):
+    run_suite = _run_suite()
+    root = tmp_path / "smoke"
+    run = root / "bc" / "pendulum-medium" / "s0"
+    run.mkdir(parents=True)
+    lock = run / "running.pid"
+    lock.write_text(json.dumps({"host": "gpu-node-7", "pid": 123, "job": "99_1", "slurm": False}))
+    assert run_suite.run_one(root, "bc", "pendulum-medium", 0, "smoke", {}, 5, "cpu") is None
+    assert "being made by process 123 on gpu-node-7, job 99_1" in capsys.readouterr().out
+    assert run_suite.lock_holder(run, job="99_1") is None  # the same job, requeued: its own earlier lock
+    lock.write_text("{half a reco")  # being written, or damaged: held while it is fresh
+    assert "lock is being written or unreadable" in run_suite.lock_holder(run)
+    lock.write_text(json.dumps({"host": run_suite.HOST, "pid": 999999999}))  # this host, a process that is gone
+    assert run_suite.lock_holder(run) is None
+    lock.write_text(json.dumps({"host": "gpu-node-7", "pid": 123, "job": None}))
+    old = time.time() - run_suite.STALE_S - 60  # no heartbeat for longer than STALE_S: its machine died
+    os.utime(lock, (old, old))
+    assert run_suite.lock_holder(run) is None
+    result = run_suite.run_one(root, "bc", "pendulum-medium", 0, "smoke", {}, 5, "cpu")
+    assert result["steps"] == 5 and not lock.exists()
+
+
+def test_a_preempted_job_saves_at_the_end_of_its_step_and_is_requeued(tmp_path, monkeypatch):
+    submitit = pytest.importorskip("submitit")
+    run_suite = _run_suite()
+    from minirl import bc
+    from minirl.train import read_checkpoint
+    usr = getattr(signal, "SIG" + submitit.JobEnvironment.USR_SIG)
+    calls = []
+    update = bc.BC.update
+
+    def update_then_preempted(self, batch):  # submitit's time-limit signal arrives during the 7th update
+        calls.append(1)
+        if len(calls) == 7:
+            signal.raise_signal(usr)
+        return update(self, batch)
+
+    requeued = []
+
+    def submitits_handler(signum, frame):  # what submitit does: checkpoint() is the next job, then exit
+        requeued.append(signum)
+        raise SystemExit(-1)
+
+    monkeypatch.setattr(bc.BC, "update", update_then_preempted)
+    previous = signal.signal(usr, submitits_handler)
+    job = run_suite.SuiteJob(tmp_path / "smoke", "bc", "pendulum-medium", 0, "smoke", {"hidden": [16, 16]}, 20,
+                             "cpu", "float32", 1, None, "test")
+    try:
+        with pytest.raises(SystemExit):
+            job()
+    finally:
+        signal.signal(usr, previous)
+    run = tmp_path / "smoke" / TINY_RUN / "s0"
+    assert requeued == [usr] and read_checkpoint(run / "checkpoint.pt")["step"] == 7
+    assert not (run / "running.pid").exists() and not (run / "result.json").exists()
+    outcome = job.checkpoint().result()  # the requeued job resumes at step 7
+    assert outcome["result"]["steps"] == 20 and len(calls) == 20 and not (run / "checkpoint.pt").exists()
+    uninterrupted = run_suite.run_one(tmp_path / "again", "bc", "pendulum-medium", 0, "smoke", {"hidden": [16, 16]},
+                                      20, "cpu", threads=1)
+    assert outcome["result"]["score"] == uninterrupted["score"]
+
+
+def test_executor_flags_are_checked_before_anything_is_submitted(tmp_path, monkeypatch, capsys):
+    run_suite = _run_suite()
+    monkeypatch.setenv("MINIRL_DATA", str(tmp_path / "data"))
+    base = ["--algos", "bc", "--datasets", "pendulum-random", "--seeds", "0", "--scale", "smoke",
+            "--root", str(tmp_path / "results"), "--precision", "float32"]  # (a later --precision wins)
+    cases = [(["--executor", "local", "--max-parallel", "0"], "--max-parallel must be an integer >= 1, got 0"),
+             (["--executor", "slurm", "--timeout-min", "0"], "--timeout-min must be an integer >= 1, got 0"),
+             (["--max-parallel", "2"], "--max-parallel needs --executor local or slurm"),
+             (["--executor", "local", "--slurm-partition", "gpu"], "--slurm-partition needs --executor slurm"),
+             (["--executor", "local", "--no-wait"], "--no-wait needs --executor slurm"),
+             (["--executor", "slurm", "--slurm-gpus-per-task", "-1"], "--slurm-gpus-per-task must be an integer >= 0"),
+             (["--executor", "slurm", "--device", "cuda", "--slurm-gpus-per-task", "0"],
+              "--slurm-gpus-per-task 0 with --device cuda: the runs would see no GPU"),
+             (["--executor", "slurm", "--precision", "auto"],
+              "--precision auto is decided by the machine that runs: with --executor slurm choose --precision float32"),
+             (["--executor", "slurm", "--device", "gpu"], "--device 'gpu' is not a device")]
+    for bad, message in cases:
+        with pytest.raises(SystemExit) as stop:
+            run_suite.main([*base, *bad])
+        err = capsys.readouterr().err
+        assert stop.value.code == 2 and err.count("\n") == 1 and message in err, err
+    monkeypatch.setitem(sys.modules, "submitit", None)  # as if it were not installed
+    for executor in ("local", "slurm"):
+        with pytest.raises(SystemExit) as stop:
+            run_suite.main([*base, "--executor", executor])
+        err = capsys.readouterr().err
+        assert stop.value.code == 2 and err.count("\n") == 1, err
+        assert f'--executor {executor} needs submitit: pip install -e ".[cluster]"' in err
     assert not (tmp_path / "data").exists() and not (tmp_path / "results").exists()
