@@ -7,7 +7,7 @@
     python benchmarks/run_suite.py --algos bc bcq cql iql --datasets hopper-medium hopper-medium-replay \\
         --scale full --device cuda --precision float32 --executor slurm --slurm-partition gpu
 
-Each run goes to ``<root>/<tag>/<label>/<dataset>/s<seed>/`` (the tag defaults to the scale's name, the label is the
+Each run goes to ``<root>/<tag>/<label>/<dataset>/s<seed>/`` (the tag defaults to ``<scale>-<precision>``, e.g. ``cpu-bf16``; the label is the
 algorithm followed by any ``--set`` overrides, e.g. ``iql-expectile=0.9``) and holds the training logs
 (``eval.csv``, ``log.jsonl``, ``config.json``) and ``result.json``: the final normalised score, wall time,
 updates/s, and the hardware and software that made it.  Runs whose ``result.json`` exists are skipped, and an
@@ -92,6 +92,13 @@ def hardware() -> dict:
     if torch.cuda.is_available():
         info["gpu"] = torch.cuda.get_device_name(0)
     return info
+
+
+def default_tag(scale: str, precision: str) -> str:
+    """``cpu-bf16``, ``full-float32``, ...: the results folder of a grid made without ``--tag``. (The first edition's
+    folders, ``results/cpu`` and ``results/cpu-amp``, were made at the earlier ``cpu`` scale; naming the precision
+    keeps new runs out of them.)"""
+    return f"{scale}-{precision}"
 
 
 def run_label(algo: str, overrides: dict) -> str:
@@ -597,7 +604,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--device", default="cpu")
     p.add_argument("--precision", choices=train.PRECISIONS, default=None,
                    help="auto (default): bf16 where the hardware computes it natively, float32 elsewhere; bf16 "
-                        "(bfloat16 autocast in the updates); float32. With bf16 the tag defaults to <scale>-amp")
+                        "(bfloat16 autocast in the updates); float32. The tag defaults to <scale>-<precision ran>, "
+                        "e.g. cpu-bf16")
     p.add_argument("--amp", action="store_true", help="the same as --precision bf16")
     p.add_argument("--threads", type=int, default=1, help="torch threads per run (1: one run per core)")
     p.add_argument("--redo", action="store_true", help="delete and rerun runs that already have a result")
@@ -660,7 +668,7 @@ def _suite(a) -> int:
         train.make_config(algo, overrides[algo])
     settings = _check_executor(a, device)
     torch.set_num_threads(a.threads)
-    root = Path(a.root) / (a.tag or scale.name + ("-amp" if resolved == "bf16" else ""))
+    root = Path(a.root) / (a.tag or default_tag(scale.name, resolved))
     grid = [(dataset, algo, seed) for dataset in a.datasets for algo in a.algos for seed in a.seeds]
     if a.executor == "inline":
         for dataset, algo, seed in grid:

@@ -21,7 +21,8 @@ def _repo_root() -> Path:
 
 def load_results(root: str | Path = "results/cpu") -> list[dict]:
     """Every finished run under ``root``, as a list of dicts (the fields of ``result.json``) with two additions:
-    ``curve`` (a dict of numpy arrays ``step``, ``score``, ``return`` from ``eval.csv``) and ``path``.
+    ``curve`` (a dict of numpy arrays ``step``, ``score``, ``return``, and the value check's ``q_start`` and
+    ``mc_discounted``, NaN where the run has none, from ``eval.csv``) and ``path``.
 
     A relative ``root`` is looked up from the current directory first, then from the repository (so a notebook in
     ``notebooks/`` finds ``results/cpu``). A root with no finished run (or none at all) is a ``FileNotFoundError``
@@ -37,7 +38,7 @@ def load_results(root: str | Path = "results/cpu") -> list[dict]:
     runs = []
     for path in found:
         r = json.loads(path.read_text())
-        curve = {"step": [], "score": [], "return": []}
+        curve = {"step": [], "score": [], "return": [], "q_start": [], "mc_discounted": []}
         eval_csv = path.parent / "eval.csv"
         if eval_csv.exists():
             with open(eval_csv) as f:
@@ -45,6 +46,8 @@ def load_results(root: str | Path = "results/cpu") -> list[dict]:
                     curve["step"].append(int(row["step"]))
                     curve["score"].append(float(row.get("score_mean") or "nan"))
                     curve["return"].append(float(row["return_mean"]))
+                    for key in ("q_start", "mc_discounted"):  # the value check (agents with a critic)
+                        curve[key].append(float(row.get(key) or "nan"))
         r["curve"] = {k: np.asarray(v) for k, v in curve.items()}
         r["path"] = str(path.parent)
         runs.append(r)
@@ -148,6 +151,45 @@ def plot_curves(ax, runs: list[dict], label: str, dataset: str, key: str = "scor
     ax.set_ylabel("normalised score" if key == "score" else "return")
     ax.set_title(dataset)
     return line
+
+
+def plot_value_check(ax, runs: list[dict], label: str, dataset: str, color=None, name: str | None = None):
+    """The critic's estimate at the start states (solid) against the discounted Monte-Carlo return of the same
+    policy from those states (dashed), means over seeds, on a symmetric-log axis (estimates that run away span
+    orders of magnitude). Returns the solid line, or ``None`` if no run of ``(label, dataset)`` has a value check."""
+    sel = [r for r in select(runs, label, dataset)
+           if len(r["curve"]["step"]) and np.isfinite(r["curve"]["q_start"]).all()]
+    if not sel:
+        return None
+    n = min(len(r["curve"]["step"]) for r in sel)
+    steps = sel[0]["curve"]["step"][:n]
+    q = np.stack([r["curve"]["q_start"][:n] for r in sel]).mean(0)
+    mc = np.stack([r["curve"]["mc_discounted"][:n] for r in sel]).mean(0)
+    (line,) = ax.plot(steps, q, color=color, label=f"{name or label}: critic's Q(s0, pi(s0)) ({len(sel)} seeds)")
+    ax.plot(steps, mc, color=line.get_color(), linestyle="--", label=f"{name or label}: Monte-Carlo return")
+    ax.set_yscale("symlog", linthresh=10.0)
+    ax.set_xlabel("gradient steps")
+    ax.set_ylabel("discounted return from the start states")
+    ax.set_title(dataset)
+    return line
+
+
+def value_check_table(runs: list[dict], labels, datasets) -> str:
+    """Markdown: per algorithm and dataset, the final value check over seeds: the critic's mean estimate at the start
+    states, the Monte-Carlo discounted return of its policy, and each seed's ratio estimate / return."""
+    lines = ["| algorithm | dataset | seeds | critic's Q(s0, pi(s0)) | Monte-Carlo return | estimate / return, per seed |",
+             "| --- | --- | ---: | ---: | ---: | --- |"]
+    for label in labels:
+        for dataset in datasets:
+            sel = sorted((r for r in select(runs, label, dataset) if r.get("q_start") is not None),
+                         key=lambda r: r["seed"])
+            if not sel:
+                continue
+            q = np.array([r["q_start"] for r in sel])
+            mc = np.array([r["mc_discounted"] for r in sel])
+            ratios = ", ".join(f"{a / b:,.2f}" if abs(b) > 1e-9 else "-" for a, b in zip(q, mc))
+            lines.append(f"| {label} | {dataset} | {len(sel)} | {q.mean():,.1f} | {mc.mean():,.1f} | {ratios} |")
+    return "\n".join(lines)
 
 
 # ---------------------------------------------------------------------------------------------------------------

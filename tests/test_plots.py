@@ -225,3 +225,39 @@ def test_score_summary_and_table_use_the_sample_std():
     assert s["mean"] == pytest.approx(25.0) and s["std"] == pytest.approx(325 ** 0.5)
     table = plots.score_table(runs, labels=["bcq", "bc"], datasets=["d"])
     assert "| d | 25.0 ± 18.0 (3) | 3.0 (1) |" in table
+
+
+# --- the value check: the critic's estimate against the Monte-Carlo return ------------------------------------
+
+def _value_run(root, label, dataset, seed, rows):
+    out = root / label / dataset / f"s{seed}"
+    out.mkdir(parents=True)
+    last = rows[-1]
+    (out / "result.json").write_text(json.dumps({
+        "label": label, "algo": label, "dataset": dataset, "seed": seed, "score": 1.0, "steps": last[0],
+        "q_start": last[1], "mc_discounted": last[2]}))
+    header = "step,return_mean,return_std,score_mean,score_std" + (",q_start,mc_discounted" if last[1] is not None else "")
+    body = [f"{st},1,0,1,0" + (f",{q},{mc}" if q is not None else "") for st, q, mc in rows]
+    (out / "eval.csv").write_text("\n".join([header, *body]) + "\n")
+
+
+def test_value_check_is_loaded_plotted_and_tabulated(tmp_path):
+    _value_run(tmp_path, "sac-offline", "d", 0, [(5, 100.0, 30.0), (10, 1000.0, 20.0)])
+    _value_run(tmp_path, "sac-offline", "d", 1, [(5, 300.0, 30.0), (10, 3000.0, 40.0)])
+    _value_run(tmp_path, "cql", "d", 0, [(5, 10.0, 30.0), (10, 20.0, 40.0)])
+    _value_run(tmp_path, "bc", "d", 0, [(5, None, None), (10, None, None)])  # no critic: no value check
+    runs = plots.load_results(tmp_path)
+    bc = plots.select(runs, "bc", "d")[0]
+    assert np.isnan(bc["curve"]["q_start"]).all() and len(bc["curve"]["q_start"]) == 2
+    fig, ax = plt.subplots()
+    line = plots.plot_value_check(ax, runs, "sac-offline", "d")
+    assert list(line.get_ydata()) == [200.0, 2000.0]                     # mean over the two seeds
+    assert list(ax.get_lines()[1].get_ydata()) == [30.0, 30.0]           # the Monte-Carlo return, dashed
+    assert ax.get_lines()[1].get_linestyle() == "--" and ax.get_yscale() == "symlog"
+    assert plots.plot_value_check(ax, runs, "bc", "d") is None
+    assert ax.get_xlabel() == "gradient steps" and "discounted return" in ax.get_ylabel()
+    plt.close(fig)
+    table = plots.value_check_table(runs, ["sac-offline", "cql", "bc"], ["d"]).splitlines()
+    assert table[2] == "| sac-offline | d | 2 | 2,000.0 | 30.0 | 50.00, 75.00 |"   # 1000/20 and 3000/40
+    assert table[3] == "| cql | d | 1 | 20.0 | 40.0 | 0.50 |"
+    assert len(table) == 4  # bc has no row

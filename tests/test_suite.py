@@ -69,7 +69,7 @@ def test_run_suite_writes_results_and_skips_finished_runs(tmp_path):
     assert first.returncode == 0, first.stderr[-2000:]
     from minirl.train import native_bf16
     amp = native_bf16("cpu")  # the default precision, auto, is bf16 where the CPU computes it natively
-    tag = "smoke-amp" if amp else "smoke"
+    tag = "smoke-bf16" if amp else "smoke-float32"  # the default tag names the precision the runs computed in
     run = tmp_path / tag / "bc-hidden=32,32" / "pendulum-medium" / "s0"
     result = json.loads((run / "result.json").read_text())
     assert result["steps"] == 20 and result["scale"] == "smoke" and result["overrides"] == {"hidden": [32, 32]}
@@ -145,7 +145,7 @@ def test_local_executor_makes_the_inline_runs_reports_failures_and_skips_finishe
     run_suite = _run_suite()
     assert run_suite.main([*TINY, "--seeds", "0", "--root", str(tmp_path / "inline")]) == 0
     local = tmp_path / "local"
-    broken = local / "smoke" / TINY_RUN / "s1"
+    broken = local / "smoke-float32" / TINY_RUN / "s1"
     broken.mkdir(parents=True)
     (broken / "checkpoint.pt").write_text("not a checkpoint")  # seed 1 resumes from it, and fails
     capsys.readouterr()
@@ -156,9 +156,9 @@ def test_local_executor_makes_the_inline_runs_reports_failures_and_skips_finishe
     assert failed.startswith("FAILED bc-hidden=16,16/pendulum-medium/s1: minirl.config.UserError: ")
     assert "checkpoint.pt is damaged or not a minirl checkpoint" in failed
     log = Path(failed.rsplit("(log: ", 1)[1].rstrip(")"))
-    assert log.parent == local / "smoke" / ".submitit" and "UserError" in log.read_text()
+    assert log.parent == local / "smoke-float32" / ".submitit" and "UserError" in log.read_text()
     assert "1 of 2 run(s) failed: bc-hidden=16,16/pendulum-medium/s1" in err
-    made = {d: tmp_path / d / "smoke" / TINY_RUN / "s0" for d in ("inline", "local")}
+    made = {d: tmp_path / d / "smoke-float32" / TINY_RUN / "s0" for d in ("inline", "local")}
     assert sorted(p.name for p in made["local"].iterdir()) == sorted(p.name for p in made["inline"].iterdir()) \
         == ["config.json", "eval.csv", "log.jsonl", "result.json"]  # no lock, checkpoint or agent left
     inline, job = (json.loads((made[d] / "result.json").read_text()) for d in ("inline", "local"))
@@ -166,7 +166,7 @@ def test_local_executor_makes_the_inline_runs_reports_failures_and_skips_finishe
     for key in ("score", "return", "steps", "precision", "overrides", "label", "seed"):
         assert job[key] == inline[key], key  # the same seed gives the same numbers on CPU, wherever it runs
     assert (made["local"] / "eval.csv").read_text() == (made["inline"] / "eval.csv").read_text()
-    assert '"bc-hidden=16,16",bc,pendulum-medium,0,smoke,20,' in (local / "smoke" / "summary.csv").read_text()
+    assert '"bc-hidden=16,16",bc,pendulum-medium,0,smoke,20,' in (local / "smoke-float32" / "summary.csv").read_text()
     (broken / "checkpoint.pt").unlink()  # repaired: the same command makes seed 1 and leaves seed 0 alone
     assert run_suite.main(command) == 0
     out = capsys.readouterr().out
@@ -191,9 +191,9 @@ def test_slurm_executor_submits_the_grid_as_one_job_array(tmp_path, monkeypatch,
     assert "submitted 4 run(s) as SLURM job 4242, at most 2 at a time" in capsys.readouterr().out
     sbatch = (fake / "last.sbatch").read_text()
     for line in ["--array=0-3%2", "--partition=gpu", "--gpus-per-task=1", "--time=90", "--cpus-per-task=1",
-                 f"--output={root / 'smoke' / '.submitit'}/%A_%a_0_log.out", "--signal=USR2@90"]:
+                 f"--output={root / 'smoke-float32' / '.submitit'}/%A_%a_0_log.out", "--signal=USR2@90"]:
         assert f"#SBATCH {line}\n" in sbatch
-    runs = [root / "smoke" / algo / "pendulum-medium" / f"s{seed}" for algo in ("bc", "iql") for seed in (0, 1)]
+    runs = [root / "smoke-float32" / algo / "pendulum-medium" / f"s{seed}" for algo in ("bc", "iql") for seed in (0, 1)]
     for i, run in enumerate(runs):  # each run's placeholder names its array task
         lock = json.loads((run / "running.pid").read_text())
         assert lock["job"] == f"4242_{i}" and lock["queued"] and lock["slurm"]
