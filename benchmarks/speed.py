@@ -416,6 +416,9 @@ def main(argv: list[str] | None = None) -> int:
                    help="instead of timing, profile N updates of each of minirl's algorithms (torch.profiler)")
     p.add_argument("--targets", action="store_true",
                    help="instead, the speed targets' table: float32, bf16, bf16 + compile, d3rlpy, CORL, peak share")
+    p.add_argument("--adam", choices=["fused", "plain"], default="fused",
+                   help="minirl's optimiser: fused Adam (nets.adam, the default where torch has it) or torch's plain "
+                        "Adam, for an A/B of the two")
     p.add_argument("--scale", default="full", choices=sorted(train.SCALES),
                    help="network sizes of that scale for minirl and d3rlpy (default full: the papers'; cpu: CQL and "
                         "BCQ smaller, see minirl.train.SCALES)")
@@ -428,6 +431,8 @@ def main(argv: list[str] | None = None) -> int:
         p.error(f"--corl runs CORL's scripts at the papers' sizes: it needs --scale full, got --scale {a.scale}")
     global SIZES
     SIZES = a.scale
+    if a.adam == "plain":
+        nets._FUSED_ADAM = False  # nets.adam then builds torch.optim.Adam without fused=True
     if a.threads:
         torch.set_num_threads(a.threads)
     data = synthetic_dataset(a.dataset_size)
@@ -444,7 +449,8 @@ def main(argv: list[str] | None = None) -> int:
     d3_label = (f"d3rlpy {d3rlpy.__version__}" if d3rlpy is not None
                 else "d3rlpy not installed" if a.d3rlpy else "d3rlpy not measured (--no-d3rlpy)")
     print(f"# {platform.machine()} CPU ({_cpu_name()}) x{torch.get_num_threads()} torch threads, device {a.device}, "
-          f"torch {torch.__version__}, {d3_label}, {a.scale} scale's network sizes, batch {a.batch_size}, "
+          f"torch {torch.__version__}, {d3_label}, {a.scale} scale's network sizes, "
+          f"{'fused' if nets._FUSED_ADAM else 'plain'} Adam, batch {a.batch_size}, "
           f"{a.seconds:g} s per measurement, "
           f"load average {_loadavg()} at the start\n")
     if a.targets:

@@ -183,3 +183,12 @@ def test_scale_option_gives_minirl_and_d3rlpy_the_scales_sizes(monkeypatch, caps
     with pytest.raises(SystemExit):
         speed.main(["--algos", "cql", "--scale", "cpu", "--corl", str(tmp_path), "--targets", *TINY])
     assert "--corl runs CORL's scripts at the papers' sizes" in capsys.readouterr().err
+
+
+def test_adam_option_switches_minirls_optimiser(monkeypatch, capsys):
+    from minirl import nets
+    monkeypatch.setattr(nets, "_FUSED_ADAM", nets._FUSED_ADAM)  # restored after the test
+    assert speed.main(["--algos", "bc", "--no-d3rlpy", "--adam", "plain", *TINY]) == 0
+    assert "plain Adam" in capsys.readouterr().out
+    agent, _ = speed.make_minirl("bc", speed.synthetic_dataset(2000), "cpu")
+    assert not agent.opt.param_groups[0]["fused"]
