@@ -500,6 +500,38 @@ def train(agent, dataset: OfflineDataset, steps: int, *, batch_size: int = 256, 
     return history
 
 
+def estimate_seconds(agent, dataset: OfflineDataset, steps: int, *, batch_size: int = 256, device: str = "cpu",
+                     precision: str | None = None, probe_seconds: float = 1.0) -> float:
+    """How long ``steps`` updates of ``agent`` on ``dataset`` should take here: a copy of the agent (the agent itself
+    is untouched) is timed over about ``probe_seconds`` of updates after 3 warm-up updates, in the precision
+    :func:`train` would use. Evaluations are not included (their cost depends on how long the policy's episodes
+    last). The notebooks print it before a long cell starts."""
+    import copy
+    at_least("steps", steps, 0)
+    probe = copy.deepcopy(agent)
+    dataset.to_tensors(device)
+    gen = torch.Generator(device=device).manual_seed(0)
+    with autocast(device, resolve_precision(requested_precision(precision, False), device) == "bf16"):
+        for _ in range(3):
+            probe.update(dataset.sample(batch_size, device, gen))
+        n, start = 0, time.perf_counter()
+        while n < 3 or time.perf_counter() - start < probe_seconds:
+            logs = probe.update(dataset.sample(batch_size, device, gen))
+            n += 1
+        for v in logs.values():  # wait for the device
+            float(v)
+    return steps * (time.perf_counter() - start) / n
+
+
+def describe_seconds(seconds: float) -> str:
+    """``"about 40 s"``, ``"about 12 min"``, ``"about 2.5 h"``."""
+    if seconds < 90:
+        return f"about {seconds:.0f} s"
+    if seconds < 5400:
+        return f"about {seconds / 60:.0f} min"
+    return f"about {seconds / 3600:.1f} h"
+
+
 class _StopFlag:
     requested = False
 

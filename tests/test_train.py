@@ -380,3 +380,16 @@ def test_the_default_precision_is_bfloat16_only_where_the_hardware_has_it(monkey
         # the default is the same run as asking for what it resolved to, bit for bit
         assert strip_timing({"t": histories[native, None]}) == strip_timing({"t": histories[native, resolved]})
     assert histories[True, None][-1]["actor_loss"] != histories[False, None][-1]["actor_loss"]
+
+
+def test_estimate_seconds_times_a_copy_and_leaves_the_agent_alone():
+    from minirl.train import describe_seconds, estimate_seconds
+    ds = pendulum_like()
+    torch.manual_seed(0)
+    agent = BC(3, 1, -2, 2)
+    before = {k: v.clone() for k, v in agent.actor.state_dict().items()}
+    seconds = estimate_seconds(agent, ds, 1_000, batch_size=32, probe_seconds=0.05)
+    assert 0 < seconds < 1_000  # a BC update on 32 samples takes far less than a second
+    assert all(torch.equal(before[k], v) for k, v in agent.actor.state_dict().items())
+    assert estimate_seconds(agent, ds, 0, batch_size=32, probe_seconds=0.01) == 0
+    assert [describe_seconds(x) for x in (40, 720, 9000)] == ["about 40 s", "about 12 min", "about 2.5 h"]
