@@ -38,7 +38,7 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from . import versions
+from . import nets, versions
 from .behavior import make_env, single_thread
 from .config import UserError, did_you_mean, field_docs, field_types, parse_field
 from .data import OfflineDataset, RewardTransform, StateNormalizer, atomic_write
@@ -773,6 +773,7 @@ class RunPlan:
                 "eval_every": self.eval_every, "eval_episodes": self.eval_episodes, "precision": self.precision,
                 "precision_requested": self.requested_precision,
                 "threads": self.threads or torch.get_num_threads(), "compile": self.compile,
+                "adam": "fused" if nets._FUSED_ADAM else "plain",  # nets.adam (plain before commit 724dda5)
                 "config": _jsonable(self.config)}
 
 
