@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# The results of record (results/record*, the second edition's deep results), as two lanes of suite commands, one per
+# core, in the order the claims need them. Each command skips finished runs and resumes interrupted ones, so a lane
+# can be stopped at any time (a session's end) and started again with the same command:
+#
+#     bash benchmarks/record.sh 0      # lane 0, pinned to core 0, one torch thread
+#     bash benchmarks/record.sh 1      # lane 1, pinned to core 1
+#     bash benchmarks/record.sh list   # print both lanes' commands
+#
+# Every run: the `cpu` scale (50,000 gradient steps for every algorithm; CQL, CQL-Lagrange and offline SAC with
+# 2 x 256 layers and N = 4, BCQ with a 256-256 VAE), bfloat16 updates, seeds 0 1 2. Claims (see issue "results of
+# record"): (a) offline SAC's extrapolation error, (b) offline RL above BC and 10%BC on mixed data, (c) CQL's lower
+# bound, (d) IQL's expectile, (e) BCQ's Phi, (f) IQL and BC for 1M steps.
+set -euo pipefail
+set -f  # no filename expansion: --set values such as [256,256,256] stay as written
+cd "$(dirname "$0")/.."
+
+MIXED="hopper-medium-replay hopper-medium-expert"
+NARROW="hopper-medium hopper-expert"
+SUITE="python benchmarks/run_suite.py --scale cpu --precision bf16 --threads 1 --seeds 0 1 2"
+
+lane0=(
+  "$SUITE --tag record --algos bc 10%bc iql --datasets $MIXED $NARROW"                              # (a) (b)
+  "$SUITE --tag record-float32 --algos bc iql --datasets hopper-medium-replay --precision float32"   # bf16 check
+  "$SUITE --tag record --algos bcq --datasets $MIXED"                                                # (b)
+  "$SUITE --tag record-iql-tau --algos iql --datasets $MIXED --set expectile=0.5"                    # (d)
+  "$SUITE --tag record-iql-tau --algos iql --datasets $MIXED --set expectile=0.9"                    # (d)
+  "$SUITE --tag record --algos bcq --datasets $NARROW"                                               # (a)
+  "$SUITE --tag record-bcq-phi --algos bcq --datasets $MIXED --set phi=0.0"                          # (e)
+  "$SUITE --tag record-bcq-phi --algos bcq --datasets $MIXED --set phi=0.25"                         # (e)
+  "$SUITE --tag record-1m --algos iql --datasets hopper-medium $MIXED --steps 1000000 --eval-every 20000"  # (f)
+)
+lane1=(
+  "$SUITE --tag record --algos sac-offline --datasets $NARROW"                                       # (a) (c)
+  "$SUITE --tag record --algos cql --datasets $MIXED"                                                # (b) (c)
+  "$SUITE --tag record --algos cql-lagrange --datasets $MIXED"                                       # (b) (c)
+  "$SUITE --tag record --algos cql cql-lagrange --datasets $NARROW"                                  # (a) (c)
+  "$SUITE --tag record --algos sac-offline --datasets $MIXED"                                        # (b) (c)
+  "$SUITE --tag record-papers-sizes --algos cql --datasets hopper-medium-replay --seeds 0
+     --set actor_hidden=[256,256,256] critic_hidden=[256,256,256] n_actions=10"                      # sizes check
+  "$SUITE --tag record-papers-sizes --algos bcq --datasets hopper-medium-replay --seeds 0
+     --set vae_hidden=[750,750]"                                                                     # sizes check
+  "$SUITE --tag record-1m --algos bc --datasets hopper-medium $MIXED --steps 1000000 --eval-every 20000"   # (f)
+)
+
+case "${1:-}" in
+  0) lane=("${lane0[@]}") ;;
+  1) lane=("${lane1[@]}") ;;
+  list) printf 'lane 0: %s\n' "${lane0[@]}"; printf 'lane 1: %s\n' "${lane1[@]}"; exit 0 ;;
+  *) echo "usage: bash benchmarks/record.sh 0|1|list (the lane, run pinned to that core)" >&2; exit 2 ;;
+esac
+export OMP_NUM_THREADS=1
+for command in "${lane[@]}"; do
+  echo "== $command"
+  # shellcheck disable=SC2086  # the command is split into words on purpose
+  taskset -c "$1" $command
+done
