@@ -353,7 +353,7 @@ def train(agent, dataset: OfflineDataset, steps: int, *, batch_size: int = 256, 
           checkpoint_every: int | None = None, resume: bool = False,
           state_normalizer: StateNormalizer | None = None, reward_transform: RewardTransform | None = None,
           progress: bool = True, sync_every_step: bool | None = None, precision: str | None = None,
-          amp: bool = False, meta: dict | None = None) -> dict:
+          amp: bool = False, meta: dict | None = None, tensorboard: bool = False) -> dict:
     """Train ``agent`` on ``dataset`` for ``steps`` gradient steps; returns ``{"train": [...], "eval": [...]}``.
 
     ``dataset`` is used as given (already preprocessed, see :func:`prepare_dataset`); ``state_normalizer`` is
@@ -374,6 +374,11 @@ def train(agent, dataset: OfflineDataset, steps: int, *, batch_size: int = 256, 
     (:func:`autocast`): the hidden layers multiply in bfloat16, the output layers, the losses, parameters and
     optimiser states stay float32. Evaluation runs in float32. The default, ``None`` or ``"auto"``, is bf16 where the
     hardware computes it natively and float32 elsewhere (:func:`resolve_precision`); ``"float32"`` asks for float32.
+
+    ``tensorboard=True`` (needs ``out`` and the ``tensorboard`` package, extra ``minirl-book[tensorboard]``) also
+    writes every ``log.jsonl`` entry as TensorBoard scalars (``train/<name>``, ``eval/<name>``) to event files in
+    ``out``: ``tensorboard --logdir runs/`` then shows the runs side by side. A resumed run adds an event file; the
+    steps an interrupted run made after its last checkpoint then appear twice.
     """
     at_least("steps", steps, 0)
     at_least("batch_size", batch_size, 1)
@@ -390,6 +395,9 @@ def train(agent, dataset: OfflineDataset, steps: int, *, batch_size: int = 256, 
         raise ValueError("checkpoint_every needs out= (the directory the checkpoint is written to)")
     if resume and out is None:
         raise ValueError("resume=True needs out= (the directory holding checkpoint.pt)")
+    if tensorboard and out is None:
+        raise ValueError("tensorboard=True needs out= (the directory the event files are written to)")
+    writer = _tensorboard_writer(out) if tensorboard else None
     bf16 = resolve_precision(requested_precision(precision, amp), device) == "bf16"
     precision_ctx = autocast(device, bf16)  # raises here, not at the first update, when bfloat16 is not supported
     if sync_every_step is None:
@@ -432,6 +440,12 @@ def train(agent, dataset: OfflineDataset, steps: int, *, batch_size: int = 256, 
         if out is not None:
             with open(out / "log.jsonl", "a") as f:
                 f.write(json.dumps({"kind": kind, **entry}) + "\n")
+        if writer is not None:
+            for name, value in entry.items():
+                if name != "step":
+                    writer.add_scalar(f"{kind}/{name}", value, entry["step"])
+            if kind == "eval":
+                writer.flush()  # an interrupted run keeps its curves up to the last evaluation
 
     def save(name: str, step: int, **extra) -> None:
         with atomic_write(out / name) as tmp:
@@ -497,6 +511,8 @@ def train(agent, dataset: OfflineDataset, steps: int, *, batch_size: int = 256, 
                 raise Interrupted(step, out)
     if out is not None:
         save("agent.pt", steps)
+    if writer is not None:
+        writer.close()
     return history
 
 
@@ -530,6 +546,18 @@ def describe_seconds(seconds: float) -> str:
     if seconds < 5400:
         return f"about {seconds / 60:.0f} min"
     return f"about {seconds / 3600:.1f} h"
+
+
+def _tensorboard_writer(out: Path):
+    """A ``SummaryWriter`` writing into ``out``; a :class:`UserError` saying what to install when tensorboard is
+    missing (torch's writer needs the ``tensorboard`` package)."""
+    try:
+        from torch.utils.tensorboard import SummaryWriter
+    except ImportError:
+        raise UserError("--tensorboard needs the tensorboard package: pip install -e '.[tensorboard]' "
+                        "(or pip install tensorboard)") from None
+    out.mkdir(parents=True, exist_ok=True)
+    return SummaryWriter(log_dir=str(out))
 
 
 class _StopFlag:
@@ -909,7 +937,8 @@ def run(algo: str, dataset: str, *, scale: str | None = None, steps: int | None 
         batch_size: int | None = None, eval_every: int | None = None, eval_episodes: int | None = None,
         evaluate: bool = True, checkpoint_every: int | None = None, resume: bool = False, overwrite: bool = False,
         override: tuple | list = (), progress: bool = True, compile: bool | str = False,
-        precision: str | None = None, amp: bool = False, threads: int | None = None) -> dict:
+        precision: str | None = None, amp: bool = False, threads: int | None = None,
+        tensorboard: bool = False) -> dict:
     """Train ``algo`` on the named ``dataset`` at a scale: what ``python -m minirl train`` does.
 
     First checks every setting (:func:`plan_run`), then loads (or makes) the dataset at the scale's size, builds the
@@ -955,7 +984,7 @@ def run(algo: str, dataset: str, *, scale: str | None = None, steps: int | None 
                     eval_every=plan.eval_every, eval_episodes=plan.eval_episodes, task=plan.task, seed=plan.seed,
                     device=device, out=plan.out, checkpoint_every=plan.checkpoint_every, resume=plan.resume,
                     state_normalizer=state_norm, reward_transform=reward_tf, progress=progress,
-                    precision=plan.precision, meta=settings)
+                    precision=plan.precision, meta=settings, tensorboard=tensorboard)
     if history["eval"]:
         e = history["eval"][-1]
         print(f"final evaluation at step {e['step']}: return {e['return_mean']:.1f} +- {e['return_std']:.1f}, "
@@ -1154,6 +1183,8 @@ def build_parser(prog: str = "minirl"):
     t.add_argument("--compile", nargs="?", const=True, default=False, choices=[True, *COMPILE_MODES],
                    metavar="MODE", help="torch.compile the networks (for GPUs; falls back to eager where a graph "
                    "fails); MODE reduce-overhead also records CUDA graphs, max-autotune tunes matmuls")
+    t.add_argument("--tensorboard", action="store_true",
+                   help="also write the logs as TensorBoard event files in --out (pip install -e '.[tensorboard]')")
     t.add_argument("--lagrange", action="store_true", help="CQL only: learn alpha' (same as --algo cql-lagrange)")
     t.add_argument("--set", nargs="+", action="extend", default=[], metavar="NAME=VALUE",
                    help="config fields, parsed by their type (listed below); may be repeated")
@@ -1219,7 +1250,8 @@ def _main(argv, prog) -> int:
     run(a.algo, a.dataset, scale=a.scale, steps=a.steps, seed=a.seed, device=a.device, out=a.out,
         overrides=overrides, batch_size=a.batch_size, eval_every=a.eval_every, eval_episodes=a.eval_episodes,
         evaluate=not a.no_eval, checkpoint_every=a.checkpoint_every, resume=a.resume, overwrite=a.overwrite,
-        override=a.override, compile=a.compile, precision=a.precision, amp=a.amp, threads=a.threads)
+        override=a.override, compile=a.compile, precision=a.precision, amp=a.amp, threads=a.threads,
+        tensorboard=a.tensorboard)
     return 0
 
 

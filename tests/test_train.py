@@ -393,3 +393,40 @@ def test_estimate_seconds_times_a_copy_and_leaves_the_agent_alone():
     assert all(torch.equal(before[k], v) for k, v in agent.actor.state_dict().items())
     assert estimate_seconds(agent, ds, 0, batch_size=32, probe_seconds=0.01) == 0
     assert [describe_seconds(x) for x in (40, 720, 9000)] == ["about 40 s", "about 12 min", "about 2.5 h"]
+
+
+def test_tensorboard_event_files_hold_the_logs(tmp_path, monkeypatch):
+    pytest.importorskip("tensorboard")
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    ds = pendulum_like()
+    torch.manual_seed(0)
+    history = train(BC(3, 1, -2, 2), ds, 6, log_every=2, eval_env="Pendulum-v1", eval_every=3, eval_episodes=1,
+                    out=tmp_path, tensorboard=True, progress=False)
+    events = EventAccumulator(str(tmp_path))
+    events.Reload()
+    loss = [(e.step, e.value) for e in events.Scalars("train/actor_loss")]
+    assert loss == [(e["step"], pytest.approx(e["actor_loss"], rel=1e-6)) for e in history["train"]]
+    assert [e.step for e in events.Scalars("eval/return_mean")] == [3, 6]
+    with pytest.raises(ValueError, match="tensorboard=True needs out="):
+        train(BC(3, 1, -2, 2), ds, 2, tensorboard=True, progress=False)
+    import builtins
+    real_import = builtins.__import__
+
+    def no_tensorboard(name, *args, **kwargs):
+        if name.startswith("torch.utils.tensorboard"):
+            raise ImportError("no tensorboard")
+        return real_import(name, *args, **kwargs)
+    monkeypatch.setattr(builtins, "__import__", no_tensorboard)
+    from minirl.config import UserError
+    with pytest.raises(UserError, match=r"--tensorboard needs the tensorboard package: pip install -e '.\[tensorboard\]'"):
+        train(BC(3, 1, -2, 2), ds, 2, out=tmp_path / "b", tensorboard=True, progress=False)
+
+
+def test_cli_tensorboard_flag(tmp_path, monkeypatch):
+    pytest.importorskip("tensorboard")
+    monkeypatch.setenv("MINIRL_DATA", str(tmp_path / "data"))
+    out = tmp_path / "run"
+    assert main(["train", "--algo", "bc", "--dataset", "pendulum-medium", "--scale", "smoke", "--steps", "20",
+                 "--eval-every", "20", "--eval-episodes", "1", "--out", str(out), "--set", "hidden=[16,16]",
+                 "--tensorboard"]) == 0
+    assert list(out.glob("events.out.tfevents.*"))
