@@ -176,8 +176,9 @@ def plot_value_check(ax, runs: list[dict], label: str, dataset: str, color=None,
 
 def value_check_table(runs: list[dict], labels, datasets) -> str:
     """Markdown: per algorithm and dataset, the final value check over seeds: the critic's mean estimate at the start
-    states, the Monte-Carlo discounted return of its policy, and each seed's ratio estimate / return."""
-    lines = ["| algorithm | dataset | seeds | critic's Q(s0, pi(s0)) | Monte-Carlo return | estimate / return, per seed |",
+    states, the Monte-Carlo discounted return of its policy, and each seed's error, estimate minus return (a
+    difference, not a ratio: a collapsed policy's return is near zero)."""
+    lines = ["| algorithm | dataset | seeds | critic's Q(s0, pi(s0)) | Monte-Carlo return | estimate - return, per seed |",
              "| --- | --- | ---: | ---: | ---: | --- |"]
     for label in labels:
         for dataset in datasets:
@@ -187,8 +188,8 @@ def value_check_table(runs: list[dict], labels, datasets) -> str:
                 continue
             q = np.array([r["q_start"] for r in sel])
             mc = np.array([r["mc_discounted"] for r in sel])
-            ratios = ", ".join(f"{a / b:,.2f}" if abs(b) > 1e-9 else "-" for a, b in zip(q, mc))
-            lines.append(f"| {label} | {dataset} | {len(sel)} | {q.mean():,.1f} | {mc.mean():,.1f} | {ratios} |")
+            errors = ", ".join(f"{a - b:+,.1f}" for a, b in zip(q, mc))
+            lines.append(f"| {label} | {dataset} | {len(sel)} | {q.mean():,.1f} | {mc.mean():,.1f} | {errors} |")
     return "\n".join(lines)
 
 

@@ -258,6 +258,6 @@ def test_value_check_is_loaded_plotted_and_tabulated(tmp_path):
     assert ax.get_xlabel() == "gradient steps" and "discounted return" in ax.get_ylabel()
     plt.close(fig)
     table = plots.value_check_table(runs, ["sac-offline", "cql", "bc"], ["d"]).splitlines()
-    assert table[2] == "| sac-offline | d | 2 | 2,000.0 | 30.0 | 50.00, 75.00 |"   # 1000/20 and 3000/40
-    assert table[3] == "| cql | d | 1 | 20.0 | 40.0 | 0.50 |"
+    assert table[2] == "| sac-offline | d | 2 | 2,000.0 | 30.0 | +980.0, +2,960.0 |"   # 1000 - 20 and 3000 - 40
+    assert table[3] == "| cql | d | 1 | 20.0 | 40.0 | -20.0 |"
     assert len(table) == 4  # bc has no row
