@@ -132,11 +132,11 @@ def device_works(device: str) -> bool:
     """Whether one update of a small actor-critic (the layers every algorithm uses) runs on ``device`` and gives
     finite numbers: the check behind :func:`default_device` for Apple's MPS, whose coverage of torch's operators
     varies between torch versions."""
-    from .nets import CriticEnsemble, TanhGaussianActor
     try:
         gen = torch.Generator().manual_seed(0)
         obs, act = torch.randn(8, 3, generator=gen).to(device), torch.rand(8, 2, generator=gen).to(device) * 2 - 1
-        critic, actor = CriticEnsemble(3, 2, (16, 16), 2).to(device), TanhGaussianActor(3, 2, (16, 16)).to(device)
+        critic = nets.CriticEnsemble(3, 2, (16, 16), 2).to(device)
+        actor = nets.TanhGaussianActor(3, 2, (16, 16)).to(device)
         a, logp = actor.sample(obs)
         loss = critic(obs, act).pow(2).mean() + (logp - critic(obs, a).min(0).values).mean()
         loss.backward()
@@ -398,8 +398,7 @@ def train(agent, dataset: OfflineDataset, steps: int, *, batch_size: int = 256, 
     if tensorboard and out is None:
         raise ValueError("tensorboard=True needs out= (the directory the event files are written to)")
     writer = _tensorboard_writer(out) if tensorboard else None
-    bf16 = resolve_precision(requested_precision(precision, amp), device) == "bf16"
-    precision_ctx = autocast(device, bf16)  # raises here, not at the first update, when bfloat16 is not supported
+    precision_ctx = update_context(device, precision, amp)  # raises here, not at the first update, if bf16 is missing
     if sync_every_step is None:
         sync_every_step = torch.device(device).type == "cpu"  # reading a CPU tensor costs nothing
     torch.manual_seed(seed)
@@ -527,7 +526,7 @@ def estimate_seconds(agent, dataset: OfflineDataset, steps: int, *, batch_size: 
     probe = copy.deepcopy(agent)
     dataset.to_tensors(device)
     gen = torch.Generator(device=device).manual_seed(0)
-    with autocast(device, resolve_precision(requested_precision(precision, False), device) == "bf16"):
+    with update_context(device, precision):
         for _ in range(3):
             probe.update(dataset.sample(batch_size, device, gen))
         n, start = 0, time.perf_counter()
@@ -615,6 +614,12 @@ def load_agent_state(agent, state: dict, path: Path, keep_optimizer_settings: bo
         for opt, groups in zip(optimizers, settings):
             for group, kept in zip(opt.param_groups, groups):
                 group.update(kept)
+
+
+def update_context(device: str, precision: str | None = None, amp: bool = False):
+    """The context :func:`train` runs every update in: :func:`autocast` with bfloat16 when ``precision`` (or
+    ``amp=True``) resolves to bf16 on ``device`` (:func:`requested_precision`, :func:`resolve_precision`)."""
+    return autocast(device, resolve_precision(requested_precision(precision, amp), device) == "bf16")
 
 
 def autocast(device: str, amp: bool):
