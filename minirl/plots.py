@@ -178,8 +178,9 @@ def value_check_table(runs: list[dict], labels, datasets) -> str:
     """Markdown: per algorithm and dataset, the final value check over seeds: the critic's mean estimate at the start
     states, the Monte-Carlo discounted return of its policy, and each seed's error, estimate minus return (a
     difference, not a ratio: a collapsed policy's return is near zero)."""
-    lines = ["| algorithm | dataset | seeds | critic's Q(s0, pi(s0)) | Monte-Carlo return | estimate - return, per seed |",
-             "| --- | --- | ---: | ---: | ---: | --- |"]
+    lines = ["| algorithm | dataset | seeds | critic's Q(s0, pi(s0)) | Monte-Carlo return | estimate - return, per seed "
+             "| evaluations with the estimate below the return |",
+             "| --- | --- | ---: | ---: | ---: | --- | ---: |"]
     for label in labels:
         for dataset in datasets:
             sel = sorted((r for r in select(runs, label, dataset) if r.get("q_start") is not None),
@@ -189,8 +190,56 @@ def value_check_table(runs: list[dict], labels, datasets) -> str:
             q = np.array([r["q_start"] for r in sel])
             mc = np.array([r["mc_discounted"] for r in sel])
             errors = ", ".join(f"{a - b:+,.1f}" for a, b in zip(q, mc))
-            lines.append(f"| {label} | {dataset} | {len(sel)} | {q.mean():,.1f} | {mc.mean():,.1f} | {errors} |")
+            below, checked = _evaluations_below(sel)
+            lines.append(f"| {label} | {dataset} | {len(sel)} | {q.mean():,.1f} | {mc.mean():,.1f} | {errors} "
+                         f"| {below} of {checked} |")
     return "\n".join(lines)
+
+
+def _evaluations_below(runs: list[dict]) -> tuple[int, int]:
+    """How many of the runs' evaluations (every seed, every evaluation with a value check) had the critic's estimate
+    below the Monte-Carlo return, and how many evaluations had a value check."""
+    below = checked = 0
+    for r in runs:
+        q, mc = r.get("curve", {}).get("q_start"), r.get("curve", {}).get("mc_discounted")
+        if q is None or mc is None:
+            continue
+        ok = np.isfinite(q) & np.isfinite(mc)
+        below += int((q[ok] < mc[ok]).sum())
+        checked += int(ok.sum())
+    return below, checked
+
+
+def plot_value_scatter(ax, runs: list[dict], labels, datasets, colors=None, markers=None, names=None):
+    """Each seed's final value check as a point: the Monte-Carlo return of its policy (x) against its critic's estimate
+    at the same start states (y), both in discounted return units on symmetric-log axes, with the line estimate =
+    return. Points below the line are critics that underestimate their policy (a lower bound), points above
+    overestimate it. One colour per algorithm (``colors``), one marker per dataset (``markers``). Returns the labels
+    drawn (those with at least one value check)."""
+    markers = dict(markers or {})
+    default_markers = "os^Dv<>"
+    drawn, lo, hi = [], np.inf, -np.inf
+    for i, label in enumerate(labels):
+        color = (colors or {}).get(label, f"C{i}")
+        for j, dataset in enumerate(datasets):
+            sel = [r for r in select(runs, label, dataset) if r.get("q_start") is not None]
+            if not sel:
+                continue
+            x = np.array([r["mc_discounted"] for r in sel])
+            y = np.array([r["q_start"] for r in sel])
+            marker = markers.get(dataset, default_markers[j % len(default_markers)])
+            ax.scatter(x, y, color=color, marker=marker, s=30, alpha=0.8,
+                       label=f"{(names or {}).get(label, label)}, {dataset}")
+            lo, hi = min(lo, x.min(), y.min()), max(hi, x.max(), y.max())
+            if label not in drawn:
+                drawn.append(label)
+    if drawn:
+        ax.plot([lo, hi], [lo, hi], color="k", lw=1, linestyle=":", label="estimate = return")
+    ax.set_xscale("symlog", linthresh=10.0)
+    ax.set_yscale("symlog", linthresh=10.0)
+    ax.set_xlabel("Monte-Carlo discounted return of the policy")
+    ax.set_ylabel("critic's estimate Q(s0, pi(s0))")
+    return drawn
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -303,8 +352,111 @@ def stratified_bootstrap_ci(groups, confidence: float = 0.95, n_boot: int = 10_0
     return float(lo), float(hi)
 
 
-def _final_scores(runs: list[dict], label: str, dataset: str) -> np.ndarray:
+def final_scores(runs: list[dict], label: str, dataset: str) -> np.ndarray:
+    """The final normalised scores of the finished runs of ``(label, dataset)``, one per seed, in the runs' order."""
     return np.array([float(r["score"]) for r in select(runs, label, dataset) if r.get("score") is not None])
+
+
+def difference_ci(a, b, confidence: float = 0.95, n_boot: int = 10_000, seed: int = 0) -> tuple[float, float, float]:
+    """``(mean(a) - mean(b), lo, hi)``: the difference of two independent groups' means (e.g. the seeds of two
+    algorithms on one dataset) with a percentile bootstrap interval that resamples each group on its own.
+
+    The interval excluding 0 is this book's test of "above" or "below" (:func:`baseline_table`). With three seeds
+    per group a resample only recombines the values seen, so the interval is narrow for what three seeds can know:
+    read it as "the seeds do not overlap in this direction", not as a significance test."""
+    x, y = _as_values(a, "a"), _as_values(b, "b")
+    _check_confidence(confidence, n_boot)
+    rng = np.random.default_rng(seed)
+    mx = x[rng.integers(0, x.size, size=(int(n_boot), x.size))].mean(1)
+    my = y[rng.integers(0, y.size, size=(int(n_boot), y.size))].mean(1)
+    lo, hi = np.quantile(mx - my, [(1 - confidence) / 2, (1 + confidence) / 2])
+    return float(x.mean() - y.mean()), float(lo), float(hi)
+
+
+def _verdict(lo: float, hi: float) -> str:
+    return "above" if lo > 0 else "below" if hi < 0 else "overlap"
+
+
+def baseline_table(runs: list[dict], labels, baselines, datasets, confidence: float = 0.95, n_boot: int = 10_000,
+                   seed: int = 0) -> str:
+    """Markdown: for each dataset and algorithm, its final score (mean [CI] (seeds)) and, per baseline (e.g. ``bc``
+    and ``10%bc``), the difference of the means with the bootstrap interval of :func:`difference_ci` and a verdict:
+    **above** (interval above 0), **below** (below 0) or overlap. Cells without runs say ``not run``."""
+    summary = ci_summary(runs, list(labels) + list(baselines), datasets, confidence, n_boot, seed)
+    pct = f"{100 * confidence:g}%"
+    lines = [f"| dataset | algorithm | score, mean [{pct} CI] (seeds) | "
+             + " | ".join(f"minus {b} [{pct} CI]" for b in baselines) + " |",
+             "| --- | --- | ---: |" + " ---: |" * len(baselines)]
+    for d in datasets:
+        for lab in labels:
+            s = summary.get((lab, d))
+            if s is None:
+                lines.append(f"| {d} | {lab} | not run |" + " - |" * len(baselines))
+                continue
+            cells = []
+            for b in baselines:
+                base = summary.get((b, d))
+                if base is None:
+                    cells.append(f"{b} not run")
+                    continue
+                diff, lo, hi = difference_ci(s["scores"], base["scores"], confidence, n_boot, seed)
+                cells.append(f"{diff:+.1f} [{lo:+.1f}, {hi:+.1f}] {_verdict(lo, hi)}")
+            lines.append(f"| {d} | {lab} | {s['mean']:.1f} [{s['lo']:.1f}, {s['hi']:.1f}] ({s['n']}) | "
+                         + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def plot_score_intervals(ax, runs: list[dict], labels, dataset: str, baselines=(), colors=None, names=None,
+                         confidence: float = 0.95, n_boot: int = 10_000, seed: int = 0):
+    """One row per algorithm on ``dataset``: each seed's final score (dots), the mean (black tick) and its bootstrap
+    interval (bar); each baseline (e.g. BC and 10%BC) drawn across the plot as a vertical line at its mean with its
+    interval shaded, so an algorithm "above the baseline" is a bar entirely to the right of the shading.
+    Returns the labels drawn (those with runs)."""
+    names = dict(names or {})
+    for k, b in enumerate(baselines):
+        x = final_scores(runs, b, dataset)
+        if not x.size:
+            continue
+        lo, hi = bootstrap_ci(x, confidence, n_boot, seed)
+        color = (colors or {}).get(b, f"C{k}")
+        ax.axvspan(lo, hi, color=color, alpha=0.15)
+        ax.axvline(x.mean(), color=color, lw=1.5, linestyle="--",
+                   label=f"{names.get(b, b)}: {x.mean():.1f} [{lo:.1f}, {hi:.1f}] ({x.size} seeds)")
+    drawn = [lab for lab in labels if final_scores(runs, lab, dataset).size]
+    for i, lab in enumerate(drawn):
+        x = final_scores(runs, lab, dataset)
+        lo, hi = bootstrap_ci(x, confidence, n_boot, seed)
+        color = (colors or {}).get(lab, f"C{i}")
+        ax.plot([lo, hi], [i, i], color=color, lw=6, alpha=0.5, solid_capstyle="butt")
+        ax.plot(x, np.full(x.size, i), "o", color=color, ms=4)
+        ax.plot([x.mean()], [i], "|", color="k", ms=14, mew=2)
+    ax.set_yticks(range(len(drawn)), [f"{names.get(lab, lab)} ({final_scores(runs, lab, dataset).size})"
+                                      for lab in drawn])
+    ax.set_ylim(-0.6, max(len(drawn), 1) - 0.4)
+    ax.set_xlabel(f"final normalised score (dots: seeds; bar: {100 * confidence:g}% bootstrap CI of the mean)")
+    ax.set_title(dataset)
+    return drawn
+
+
+def plot_sweep(ax, values, score_sets, color=None, name: str | None = None, confidence: float = 0.95,
+               n_boot: int = 10_000, seed: int = 0):
+    """A hyperparameter sweep: at each of ``values`` (e.g. IQL's expectile 0.5, 0.7, 0.9) the final scores of its
+    seeds (``score_sets[i]``, dots), their mean (line) and the bootstrap interval of the mean (error bar). Values
+    without runs are skipped. Returns the values drawn."""
+    xs, means, los, his = [], [], [], []
+    for v, scores in zip(values, score_sets):
+        x = np.asarray(scores, dtype=float)
+        if not x.size:
+            continue
+        lo, hi = bootstrap_ci(x, confidence, n_boot, seed)
+        xs.append(v), means.append(x.mean()), los.append(lo), his.append(hi)
+        ax.plot(np.full(x.size, v), x, "o", color=color, ms=3, alpha=0.6)
+    if xs:
+        means, los, his = map(np.asarray, (means, los, his))
+        ax.errorbar(xs, means, yerr=[means - los, his - means], color=color, marker="s", capsize=4,
+                    label=f"{name or ''} (mean, {100 * confidence:g}% CI)".strip())
+    ax.set_ylabel("final normalised score")
+    return xs
 
 
 def ci_summary(runs: list[dict], labels=None, datasets=None, confidence: float = 0.95, n_boot: int = 10_000,
@@ -316,7 +468,7 @@ def ci_summary(runs: list[dict], labels=None, datasets=None, confidence: float =
     out = {}
     for lab in labels:
         for d in datasets:
-            x = _final_scores(runs, lab, d)
+            x = final_scores(runs, lab, d)
             if x.size:
                 lo, hi = bootstrap_ci(x, confidence, n_boot, seed)
                 out[(lab, d)] = {"mean": float(x.mean()), "lo": lo, "hi": hi, "n": int(x.size), "scores": x}
@@ -332,7 +484,7 @@ def aggregate_iqm(runs: list[dict], label: str, datasets, confidence: float = 0.
     ``missing`` those asked for without any (the IQM then covers fewer tasks: compare algorithms on the same
     datasets only).  With no run at all, ``iqm``, ``lo`` and ``hi`` are ``nan``.
     """
-    groups = {d: _final_scores(runs, label, d) for d in datasets}
+    groups = {d: final_scores(runs, label, d) for d in datasets}
     present = {d: g for d, g in groups.items() if g.size}
     missing = [d for d in datasets if d not in present]
     if not present:
@@ -345,7 +497,7 @@ def aggregate_iqm(runs: list[dict], label: str, datasets, confidence: float = 0.
 
 def common_datasets(runs: list[dict], labels, datasets) -> list[str]:
     """The datasets (in the given order) on which every label has at least one finished run."""
-    return [d for d in datasets if all(_final_scores(runs, lab, d).size for lab in labels)]
+    return [d for d in datasets if all(final_scores(runs, lab, d).size for lab in labels)]
 
 
 def ci_table(runs: list[dict], labels=None, datasets=None, confidence: float = 0.95, n_boot: int = 10_000,

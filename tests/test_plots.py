@@ -258,6 +258,76 @@ def test_value_check_is_loaded_plotted_and_tabulated(tmp_path):
     assert ax.get_xlabel() == "gradient steps" and "discounted return" in ax.get_ylabel()
     plt.close(fig)
     table = plots.value_check_table(runs, ["sac-offline", "cql", "bc"], ["d"]).splitlines()
-    assert table[2] == "| sac-offline | d | 2 | 2,000.0 | 30.0 | +980.0, +2,960.0 |"   # 1000 - 20 and 3000 - 40
-    assert table[3] == "| cql | d | 1 | 20.0 | 40.0 | -20.0 |"
+    assert table[2] == "| sac-offline | d | 2 | 2,000.0 | 30.0 | +980.0, +2,960.0 | 0 of 4 |"  # 1000 - 20, 3000 - 40
+    assert table[3] == "| cql | d | 1 | 20.0 | 40.0 | -20.0 | 2 of 2 |"
     assert len(table) == 4  # bc has no row
+
+
+def test_value_check_table_counts_the_evaluations_below_the_return(tmp_path):
+    # seed 0: 10 < 30 and 50 > 40 (1 of 2 below); seed 1: 5 < 30, 20 < 40 (2 of 2): 3 of 4 in all
+    _value_run(tmp_path, "cql", "d", 0, [(5, 10.0, 30.0), (10, 50.0, 40.0)])
+    _value_run(tmp_path, "cql", "d", 1, [(5, 5.0, 30.0), (10, 20.0, 40.0)])
+    runs = plots.load_results(tmp_path)
+    table = plots.value_check_table(runs, ["cql"], ["d"]).splitlines()
+    assert table[0].endswith("| evaluations with the estimate below the return |")
+    assert table[2] == "| cql | d | 2 | 35.0 | 40.0 | +10.0, -20.0 | 3 of 4 |"
+
+
+def test_plot_value_scatter_puts_each_seed_at_return_and_estimate(tmp_path):
+    _value_run(tmp_path, "sac-offline", "d", 0, [(10, 1000.0, 20.0)])
+    _value_run(tmp_path, "cql", "d", 0, [(10, 20.0, 40.0)])
+    _value_run(tmp_path, "bc", "d", 0, [(10, None, None)])
+    runs = plots.load_results(tmp_path)
+    fig, ax = plt.subplots()
+    assert plots.plot_value_scatter(ax, runs, ["sac-offline", "cql", "bc"], ["d"]) == ["sac-offline", "cql"]
+    points = [c.get_offsets().tolist() for c in ax.collections]
+    assert points == [[[20.0, 1000.0]], [[40.0, 20.0]]]                   # (return, estimate) per seed
+    diagonal = ax.get_lines()[0]
+    assert list(diagonal.get_xdata()) == list(diagonal.get_ydata()) == [20.0, 1000.0]
+    assert ax.get_xscale() == ax.get_yscale() == "symlog" and "Monte-Carlo" in ax.get_xlabel()
+    plt.close(fig)
+
+
+# --- claims against baselines and sweeps ------------------------------------------------------------------------
+
+def test_difference_ci_of_separated_and_overlapping_groups():
+    diff, lo, hi = plots.difference_ci([10.0, 11.0, 12.0], [1.0, 2.0, 3.0])
+    assert diff == pytest.approx(9.0)
+    # every resample of a lies in [10, 12] and of b in [1, 3]: the difference lies in [7, 11]
+    assert 7.0 <= lo <= diff <= hi <= 11.0
+    assert plots.difference_ci([10.0, 11.0, 12.0], [1.0, 2.0, 3.0]) == (diff, lo, hi)  # deterministic
+    _, lo, hi = plots.difference_ci([1.0, 5.0, 9.0], [4.0, 5.0, 6.0])
+    assert lo < 0 < hi
+    assert plots.difference_ci([3.0], [1.0]) == (2.0, 2.0, 2.0)          # one seed each: no spread at all
+    with pytest.raises(ValueError, match="b is empty"):
+        plots.difference_ci([1.0], [])
+
+
+def test_baseline_table_says_above_below_overlap_and_not_run():
+    runs = _runs({("bc", "a"): [10.0, 11.0, 12.0], ("10%bc", "a"): [20.0, 30.0, 40.0],
+                  ("iql", "a"): [25.0, 26.0, 27.0], ("cql", "a"): [1.0, 2.0, 3.0]})
+    lines = plots.baseline_table(runs, ["iql", "cql", "bcq"], ["bc", "10%bc"], ["a"]).splitlines()
+    assert lines[0] == ("| dataset | algorithm | score, mean [95% CI] (seeds) | minus bc [95% CI] | "
+                        "minus 10%bc [95% CI] |")
+    iql, cql, bcq = lines[2:]
+    d, lo, hi = plots.difference_ci([25.0, 26.0, 27.0], [10.0, 11.0, 12.0])
+    assert f"| {d:+.1f} [{lo:+.1f}, {hi:+.1f}] above |" in iql and iql.endswith(" overlap |")   # 26 vs 30: overlap
+    assert cql.split("|")[4].strip().endswith("below")
+    assert bcq == "| a | bcq | not run | - | - |"
+    only = plots.baseline_table(_runs({("iql", "a"): [1.0]}), ["iql"], ["bc"], ["a"]).splitlines()[2]
+    assert only.endswith("| bc not run |")
+
+
+def test_plot_score_intervals_and_sweep():
+    runs = _runs({("bc", "a"): [10.0, 11.0, 12.0], ("iql", "a"): [25.0, 26.0, 27.0], ("cql", "a"): [1.0]})
+    fig, ax = plt.subplots()
+    assert plots.plot_score_intervals(ax, runs, ["iql", "cql", "bcq"], "a", baselines=["bc"]) == ["iql", "cql"]
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["iql (3)", "cql (1)"]
+    assert "bc: 11.0" in ax.get_legend_handles_labels()[1][0] and "score" in ax.get_xlabel()
+    plt.close(fig)
+    fig, ax = plt.subplots()
+    assert plots.plot_sweep(ax, [0.5, 0.7, 0.9], [[1.0, 3.0], [], [5.0]], name="iql") == [0.5, 0.9]
+    bars = ax.containers[0]
+    assert list(bars.lines[0].get_ydata()) == [2.0, 5.0]                 # means at the values that ran
+    assert "normalised score" in ax.get_ylabel()
+    plt.close(fig)
