@@ -210,12 +210,14 @@ def _evaluations_below(runs: list[dict]) -> tuple[int, int]:
     return below, checked
 
 
-def plot_value_scatter(ax, runs: list[dict], labels, datasets, colors=None, markers=None, names=None):
+def plot_value_scatter(ax, runs: list[dict], labels, datasets, colors=None, markers=None, names=None,
+                       symlog: bool = True):
     """Each seed's final value check as a point: the Monte-Carlo return of its policy (x) against its critic's estimate
-    at the same start states (y), both in discounted return units on symmetric-log axes, with the line estimate =
-    return. Points below the line are critics that underestimate their policy (a lower bound), points above
-    overestimate it. One colour per algorithm (``colors``), one marker per dataset (``markers``). Returns the labels
-    drawn (those with at least one value check)."""
+    at the same start states (y), both in discounted return units, with the line estimate = return. Points below the
+    line are critics that underestimate their policy (a lower bound), points above overestimate it. One colour per
+    algorithm (``colors``), one marker per dataset (``markers``). ``symlog`` (default) puts both axes on a
+    symmetric-log scale, for estimates that run away by orders of magnitude; ``symlog=False`` keeps them linear, to
+    read errors of a few percent. Returns the labels drawn (those with at least one value check)."""
     markers = dict(markers or {})
     default_markers = "os^Dv<>"
     drawn, lo, hi = [], np.inf, -np.inf
@@ -235,8 +237,9 @@ def plot_value_scatter(ax, runs: list[dict], labels, datasets, colors=None, mark
                 drawn.append(label)
     if drawn:
         ax.plot([lo, hi], [lo, hi], color="k", lw=1, linestyle=":", label="estimate = return")
-    ax.set_xscale("symlog", linthresh=10.0)
-    ax.set_yscale("symlog", linthresh=10.0)
+    if symlog:
+        ax.set_xscale("symlog", linthresh=10.0)
+        ax.set_yscale("symlog", linthresh=10.0)
     ax.set_xlabel("Monte-Carlo discounted return of the policy")
     ax.set_ylabel("critic's estimate Q(s0, pi(s0))")
     return drawn

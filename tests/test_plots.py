@@ -286,6 +286,10 @@ def test_plot_value_scatter_puts_each_seed_at_return_and_estimate(tmp_path):
     assert list(diagonal.get_xdata()) == list(diagonal.get_ydata()) == [20.0, 1000.0]
     assert ax.get_xscale() == ax.get_yscale() == "symlog" and "Monte-Carlo" in ax.get_xlabel()
     plt.close(fig)
+    fig, ax = plt.subplots()
+    plots.plot_value_scatter(ax, runs, ["cql"], ["d"], symlog=False)
+    assert ax.get_xscale() == ax.get_yscale() == "linear"
+    plt.close(fig)
 
 
 # --- claims against baselines and sweeps ------------------------------------------------------------------------
