@@ -179,7 +179,7 @@ def value_check_table(runs: list[dict], labels, datasets) -> str:
     states, the Monte-Carlo discounted return of its policy, and each seed's error, estimate minus return (a
     difference, not a ratio: a collapsed policy's return is near zero)."""
     lines = ["| algorithm | dataset | seeds | critic's Q(s0, pi(s0)) | Monte-Carlo return | estimate - return, per seed "
-             "| evaluations with the estimate below the return |",
+             "| estimate below the return (evaluations) |",
              "| --- | --- | ---: | ---: | ---: | --- | ---: |"]
     for label in labels:
         for dataset in datasets:
@@ -189,11 +189,18 @@ def value_check_table(runs: list[dict], labels, datasets) -> str:
                 continue
             q = np.array([r["q_start"] for r in sel])
             mc = np.array([r["mc_discounted"] for r in sel])
-            errors = ", ".join(f"{a - b:+,.1f}" for a, b in zip(q, mc))
+            errors = ", ".join(_compact(a - b, sign=True) for a, b in zip(q, mc))
             below, checked = _evaluations_below(sel)
-            lines.append(f"| {label} | {dataset} | {len(sel)} | {q.mean():,.1f} | {mc.mean():,.1f} | {errors} "
+            lines.append(f"| {label} | {dataset} | {len(sel)} | {_compact(q.mean())} | {_compact(mc.mean())} | {errors} "
                          f"| {below} of {checked} |")
     return "\n".join(lines)
+
+
+def _compact(x: float, sign: bool = False) -> str:
+    """``1,234.5`` below 100,000 in absolute value; above, millions with one decimal: ``9.3M`` (``+`` if ``sign``)."""
+    if abs(x) >= 1e5:
+        return f"{x / 1e6:{'+' if sign else ''}.1f}M"
+    return f"{x:{'+' if sign else ''},.1f}"
 
 
 def _evaluations_below(runs: list[dict]) -> tuple[int, int]:

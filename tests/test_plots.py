@@ -261,6 +261,9 @@ def test_value_check_is_loaded_plotted_and_tabulated(tmp_path):
     assert table[2] == "| sac-offline | d | 2 | 2,000.0 | 30.0 | +980.0, +2,960.0 | 0 of 4 |"  # 1000 - 20, 3000 - 40
     assert table[3] == "| cql | d | 1 | 20.0 | 40.0 | -20.0 | 2 of 2 |"
     assert len(table) == 4  # bc has no row
+    _value_run(tmp_path, "sac-offline", "e", 0, [(10, 9_300_000.0, 0.6)])   # runaway estimates in millions
+    table = plots.value_check_table(plots.load_results(tmp_path), ["sac-offline"], ["e"]).splitlines()
+    assert table[2] == "| sac-offline | e | 1 | 9.3M | 0.6 | +9.3M | 0 of 1 |"
 
 
 def test_value_check_table_counts_the_evaluations_below_the_return(tmp_path):
@@ -269,7 +272,7 @@ def test_value_check_table_counts_the_evaluations_below_the_return(tmp_path):
     _value_run(tmp_path, "cql", "d", 1, [(5, 5.0, 30.0), (10, 20.0, 40.0)])
     runs = plots.load_results(tmp_path)
     table = plots.value_check_table(runs, ["cql"], ["d"]).splitlines()
-    assert table[0].endswith("| evaluations with the estimate below the return |")
+    assert table[0].endswith("| estimate below the return (evaluations) |")
     assert table[2] == "| cql | d | 2 | 35.0 | 40.0 | +10.0, -20.0 | 3 of 4 |"
 
 
