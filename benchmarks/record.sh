@@ -40,10 +40,10 @@ lane0=(
 lane1=(
   "$SUITE --tag record --algos sac-offline --datasets $NARROW"                                       # (a) (c)
   "$SUITE --tag record --algos cql --datasets $MIXED"                                                # (b) (c)
+  "$SUITE --tag record --algos sac-offline --datasets $MIXED"                                        # (c): CQL without its penalty
   "$SUITE --tag record --algos cql-lagrange --datasets $MIXED"                                       # (b) (c)
   "$SUITE --tag record --algos cql cql-lagrange --datasets $MIXED --seeds 3 4"                       # (b), 5 seeds
   "$SUITE --tag record --algos cql cql-lagrange --datasets $NARROW"                                  # (a) (c)
-  "$SUITE --tag record --algos sac-offline --datasets $MIXED"                                        # (b) (c)
   "$SUITE --tag record-papers-sizes --algos cql --datasets hopper-medium-replay --seeds 0
      --set actor_hidden=[256,256,256] critic_hidden=[256,256,256] n_actions=10"                      # sizes check
   "$SUITE --tag record-papers-sizes --algos bcq --datasets hopper-medium-replay --seeds 0
