@@ -71,6 +71,13 @@ from minirl import train
 from minirl.plots import load_results, score_table
 
 EXECUTORS = ("inline", "local", "slurm")
+CHECKPOINT_EVERY_MAX = 25_000  # a run checkpoints 4 times, and at least every 25,000 steps (a 1M-step run: 40 times)
+
+
+def checkpoint_every(n_steps: int) -> int:
+    """Steps between a run's checkpoints: a quarter of the run, at most ``CHECKPOINT_EVERY_MAX`` (a long run killed
+    without warning, e.g. at the end of a machine's session, then loses at most that many steps)."""
+    return min(max(n_steps // 4, 1), CHECKPOINT_EVERY_MAX)
 LOCK = "running.pid"
 HOST = socket.gethostname()
 HEARTBEAT_S = 60.0  # a run touches its lock this often
@@ -294,7 +301,7 @@ def _train_and_record(out: Path, algo: str, dataset: str, seed: int, scale: str,
     n_steps = steps if steps is not None else sc.steps_for(algo)
     interrupted = (out / "checkpoint.pt").exists()  # resumed; anything else left in out is a run that saved nothing
     history = train.run(algo, dataset, scale=scale, steps=n_steps, seed=seed, device=device, out=out,
-                        overrides=overrides, checkpoint_every=max(n_steps // 4, 1), resume=interrupted,
+                        overrides=overrides, checkpoint_every=checkpoint_every(n_steps), resume=interrupted,
                         overwrite=not interrupted, precision=precision, threads=threads, eval_every=eval_every)
     last_train = history["train"][-1] if history["train"] else {}
     last_eval = history["eval"][-1] if history["eval"] else {}

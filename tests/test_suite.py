@@ -300,3 +300,18 @@ def test_executor_flags_are_checked_before_anything_is_submitted(tmp_path, monke
         assert stop.value.code == 2 and err.count("\n") == 1, err
         assert f'--executor {executor} needs submitit: pip install -e ".[cluster]"' in err
     assert not (tmp_path / "data").exists() and not (tmp_path / "results").exists()
+
+
+def test_checkpoint_every_is_a_quarter_of_the_run_at_most_25000_steps(tmp_path, monkeypatch):
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import run_suite
+    assert [run_suite.checkpoint_every(n) for n in (3, 20, 50_000, 100_000, 1_000_000)] == [1, 5, 12_500, 25_000, 25_000]
+    seen = {}
+
+    def fake_run(algo, dataset, **kw):  # what the suite asks train.run for
+        seen.update(kw)
+        raise RuntimeError("stop here")
+    monkeypatch.setattr(run_suite.train, "run", fake_run)
+    with pytest.raises(RuntimeError, match="stop here"):
+        run_suite._train_and_record(tmp_path, "iql", "hopper-medium", 0, "smoke", {}, 1_000_000, "cpu")
+    assert seen["steps"] == 1_000_000 and seen["checkpoint_every"] == 25_000
