@@ -432,16 +432,14 @@ def plot_score_intervals(ax, runs: list[dict], labels, dataset: str, baselines=(
         ax.axvspan(lo, hi, color=color, alpha=0.15)
         ax.axvline(x.mean(), color=color, lw=1.5, linestyle="--",
                    label=f"{names.get(b, b)}: {x.mean():.1f} [{lo:.1f}, {hi:.1f}] ({x.size} seeds)")
-    drawn = [lab for lab in labels if final_scores(runs, lab, dataset).size]
+    scores = {lab: final_scores(runs, lab, dataset) for lab in labels}
+    drawn = [lab for lab in labels if scores[lab].size]
     for i, lab in enumerate(drawn):
-        x = final_scores(runs, lab, dataset)
-        lo, hi = bootstrap_ci(x, confidence, n_boot, seed)
+        x = scores[lab]
         color = (colors or {}).get(lab, f"C{i}")
-        ax.plot([lo, hi], [i, i], color=color, lw=6, alpha=0.5, solid_capstyle="butt")
+        _interval_row(ax, i, *bootstrap_ci(x, confidence, n_boot, seed), x.mean(), color)
         ax.plot(x, np.full(x.size, i), "o", color=color, ms=4)
-        ax.plot([x.mean()], [i], "|", color="k", ms=14, mew=2)
-    ax.set_yticks(range(len(drawn)), [f"{names.get(lab, lab)} ({final_scores(runs, lab, dataset).size})"
-                                      for lab in drawn])
+    ax.set_yticks(range(len(drawn)), [f"{names.get(lab, lab)} ({scores[lab].size})" for lab in drawn])
     ax.set_ylim(-0.6, max(len(drawn), 1) - 0.4)
     ax.set_xlabel(f"final normalised score (dots: seeds; bar: {100 * confidence:g}% bootstrap CI of the mean)")
     ax.set_title(dataset)
@@ -551,9 +549,14 @@ def plot_aggregate(ax, aggregates: dict[str, dict], colors=None, confidence: flo
     for i, lab in enumerate(names):
         a = aggregates[lab]
         color = (colors or {}).get(lab, f"C{i}")
-        ax.plot([a["lo"], a["hi"]], [i, i], color=color, lw=6, alpha=0.5, solid_capstyle="butt")
-        ax.plot([a["iqm"]], [i], "|", color="k", ms=14, mew=2)
+        _interval_row(ax, i, a["lo"], a["hi"], a["iqm"], color)
     ax.set_yticks(range(len(names)), [f"{lab} ({aggregates[lab]['n_runs']} runs)" for lab in names])
     ax.set_ylim(-0.6, len(names) - 0.4)
     ax.set_xlabel(f"IQM of final normalised score (bar: {100 * confidence:g}% stratified bootstrap CI)")
     return names
+
+
+def _interval_row(ax, row: int, lo: float, hi: float, center: float, color) -> None:
+    """One row of an interval plot: the interval ``[lo, hi]`` as a thick bar, ``center`` as a black tick."""
+    ax.plot([lo, hi], [row, row], color=color, lw=6, alpha=0.5, solid_capstyle="butt")
+    ax.plot([center], [row], "|", color="k", ms=14, mew=2)
