@@ -133,6 +133,32 @@ def score_table(runs: list[dict], labels=None, datasets=None) -> str:
     return "\n".join(lines)
 
 
+def train_log(run: dict) -> list[dict]:
+    """The ``"train"`` records of a run's ``log.jsonl`` (the training loop writes one every ``log_every`` gradient
+    steps: the means of the update's diagnostics over those steps, e.g. CQL-Lagrange's ``alpha_prime`` and
+    ``cql_gap`` or IQL's advantage ``weight``); ``[]`` for a run without a log."""
+    path = Path(run["path"]) / "log.jsonl"
+    if not path.exists():
+        return []
+    with open(path) as f:
+        return [row for row in map(json.loads, f) if row.get("kind") == "train"]
+
+
+def log_series(runs: list[dict], label: str, dataset: str, key: str):
+    """One logged field of ``(label, dataset)`` over training: ``(steps, values)`` with ``values`` one row per seed,
+    cut to the shortest log; ``None`` if no run has a log. A field missing from a record is a ``KeyError`` naming it
+    and the run."""
+    logs = [(r, log) for r, log in ((r, train_log(r)) for r in select(runs, label, dataset)) if log]
+    if not logs:
+        return None
+    n = min(len(log) for _, log in logs)
+    for r, log in logs:
+        if key not in log[0]:
+            raise KeyError(f"{key!r} is not logged by {r['path']} (its fields: {', '.join(sorted(log[0]))})")
+    steps = np.array([row["step"] for row in logs[0][1][:n]])
+    return steps, np.array([[row[key] for row in log[:n]] for _, log in logs], dtype=float)
+
+
 def plot_curves(ax, runs: list[dict], label: str, dataset: str, key: str = "score", color=None,
                 name: str | None = None):
     """Mean learning curve over seeds with a band from the lowest to the highest seed; labelled axes.
@@ -416,6 +442,23 @@ def baseline_table(runs: list[dict], labels, baselines, datasets, confidence: fl
     return "\n".join(lines)
 
 
+def plot_baseline(ax, runs: list[dict], label: str, dataset: str, color=None, name: str | None = None,
+                  vertical: bool = False, confidence: float = 0.95, n_boot: int = 10_000, seed: int = 0) -> bool:
+    """A baseline (e.g. BC or 10%BC) across a plot of scores: a dashed line at the mean of its final scores on
+    ``dataset`` with the bootstrap interval of the mean shaded, labelled "name: mean [lo, hi] (n seeds)". Horizontal
+    (scores on the y axis, as in a sweep) or ``vertical`` (scores on the x axis, as in ``plot_score_intervals``).
+    Returns whether anything was drawn (False when the baseline has no runs on ``dataset``)."""
+    x = final_scores(runs, label, dataset)
+    if not x.size:
+        return False
+    lo, hi = bootstrap_ci(x, confidence, n_boot, seed)
+    span, line = (ax.axvspan, ax.axvline) if vertical else (ax.axhspan, ax.axhline)
+    span(lo, hi, color=color, alpha=0.15)
+    line(x.mean(), color=color, lw=1.5, linestyle="--",
+         label=f"{name or label}: {x.mean():.1f} [{lo:.1f}, {hi:.1f}] ({x.size} seeds)")
+    return True
+
+
 def plot_score_intervals(ax, runs: list[dict], labels, dataset: str, baselines=(), colors=None, names=None,
                          confidence: float = 0.95, n_boot: int = 10_000, seed: int = 0):
     """One row per algorithm on ``dataset``: each seed's final score (dots), the mean (black tick) and its bootstrap
@@ -424,14 +467,8 @@ def plot_score_intervals(ax, runs: list[dict], labels, dataset: str, baselines=(
     Returns the labels drawn (those with runs)."""
     names = dict(names or {})
     for k, b in enumerate(baselines):
-        x = final_scores(runs, b, dataset)
-        if not x.size:
-            continue
-        lo, hi = bootstrap_ci(x, confidence, n_boot, seed)
-        color = (colors or {}).get(b, f"C{k}")
-        ax.axvspan(lo, hi, color=color, alpha=0.15)
-        ax.axvline(x.mean(), color=color, lw=1.5, linestyle="--",
-                   label=f"{names.get(b, b)}: {x.mean():.1f} [{lo:.1f}, {hi:.1f}] ({x.size} seeds)")
+        plot_baseline(ax, runs, b, dataset, color=(colors or {}).get(b, f"C{k}"), name=names.get(b, b),
+                      vertical=True, confidence=confidence, n_boot=n_boot, seed=seed)
     scores = {lab: final_scores(runs, lab, dataset) for lab in labels}
     drawn = [lab for lab in labels if scores[lab].size]
     for i, lab in enumerate(drawn):

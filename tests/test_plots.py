@@ -338,3 +338,39 @@ def test_plot_score_intervals_and_sweep():
     assert list(bars.lines[0].get_ydata()) == [2.0, 5.0]                 # means at the values that ran
     assert "normalised score" in ax.get_ylabel()
     plt.close(fig)
+
+
+def test_plot_baseline_draws_mean_and_interval_in_either_orientation():
+    runs = _runs({("bc", "a"): [10.0, 11.0, 12.0]})
+    lo, hi = plots.bootstrap_ci([10.0, 11.0, 12.0])
+    for vertical in (False, True):
+        fig, ax = plt.subplots()
+        assert plots.plot_baseline(ax, runs, "bc", "a", color="k", name="BC", vertical=vertical)
+        (line,) = ax.get_lines()
+        at = line.get_xdata() if vertical else line.get_ydata()
+        assert list(at) == [11.0, 11.0]
+        (band,) = ax.patches
+        box = band.get_bbox()                                              # in data units along the scores
+        assert ((box.x0, box.x1) if vertical else (box.y0, box.y1)) == pytest.approx((lo, hi))
+        assert line.get_label() == f"BC: 11.0 [{lo:.1f}, {hi:.1f}] (3 seeds)"
+        assert not plots.plot_baseline(ax, runs, "bc", "other")           # no runs there: nothing drawn
+        assert len(ax.get_lines()) == 1
+        plt.close(fig)
+
+
+def test_train_log_and_log_series_read_the_train_records(tmp_path):
+    runs = []
+    for seed, n in [(0, 3), (1, 2)]:                                       # seed 1's log is one record shorter
+        d = tmp_path / f"s{seed}"
+        d.mkdir()
+        rows = [{"kind": "train", "step": 1000 * (k + 1), "alpha_prime": 10.0 * seed + k} for k in range(n)]
+        rows.insert(1, {"kind": "eval", "step": 1000, "score_mean": 5.0})
+        (d / "log.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+        runs.append({"label": "cql-lagrange", "dataset": "a", "seed": seed, "path": str(d)})
+    assert [r["step"] for r in plots.train_log(runs[0])] == [1000, 2000, 3000]   # the eval record is skipped
+    steps, values = plots.log_series(runs, "cql-lagrange", "a", "alpha_prime")
+    assert list(steps) == [1000, 2000] and values.tolist() == [[0.0, 1.0], [10.0, 11.0]]
+    assert plots.log_series(runs, "cql", "a", "alpha_prime") is None
+    with pytest.raises(KeyError, match="'gap' is not logged by .*s0 .*alpha_prime"):
+        plots.log_series(runs, "cql-lagrange", "a", "gap")
+    assert plots.train_log({"path": str(tmp_path / "none")}) == []
