@@ -311,7 +311,8 @@ def _train_and_record(out: Path, algo: str, dataset: str, seed: int, scale: str,
               "adam": history["config"].get("adam"),
               "score": last_eval.get("score_mean"), "return": last_eval.get("return_mean"),
               "q_start": last_eval.get("q_start"), "mc_discounted": last_eval.get("mc_discounted"),
-              "wall_time_s": round(history["wall_time"], 1),
+              "wall_time_s": None if history["wall_time"] is None else round(history["wall_time"], 1),
+              "segments_s": [None if t is None else round(t, 1) for t in history["segments_s"]],
               "updates_per_s": last_train.get("updates_per_s"),
               "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
               "hardware": hardware(), "command": command or " ".join(sys.argv)}
@@ -579,7 +580,8 @@ def _report(spec: SuiteJob, job, failed: list) -> None:
         return
     r = outcome["result"]
     score = "no evaluation" if r["score"] is None else f"score {r['score']:.1f}"
-    print(f"done {spec.name}: {score}, {r['wall_time_s']} s", flush=True)
+    wall = "wall time not known" if r["wall_time_s"] is None else f"{r['wall_time_s']} s"
+    print(f"done {spec.name}: {score}, {wall}", flush=True)
 
 
 def _end(root: Path, failed: list, submitted: int) -> int:

@@ -85,11 +85,27 @@ def runs_table(runs: list[dict], labels, steps_for=None) -> str:
         mine = select(runs, label)
         scales = ", ".join(sorted({r["scale"] for r in mine})) or "-"
         steps = ", ".join(f"{n:,}" for n in sorted({r["steps"] for r in mine})) or "-"
-        hours = sum(r.get("wall_time_s") or 0 for r in mine) / 3600
+        known = [r["wall_time_s"] for r in mine if r.get("wall_time_s") is not None]
+        hours = f"{sum(known) / 3600:.1f} h" + (f" + {len(mine) - len(known)} not known" if len(known) < len(mine) else "")
         hardware = "; ".join(sorted({_hardware_line(r["hardware"]) for r in mine if r.get("hardware")})) or "-"
         budgets = "".join(f"{fn(label):,} | " for fn in steps_for.values())
-        lines.append(f"| {label} | {len(mine)} | {scales} | {steps} | {budgets}{hours:.1f} h | {hardware} |")
+        lines.append(f"| {label} | {len(mine)} | {scales} | {steps} | {budgets}{hours} | {hardware} |")
     return "\n".join(lines)
+
+
+def wall_minutes(runs: list[dict]) -> str:
+    """The range of the runs' wall times (evaluations included) as "12 to 27 min per run", saying how many runs have
+    no known wall time (resumed from a checkpoint written before checkpoints recorded it: ``wall_time_s`` is None)."""
+    known = [r["wall_time_s"] / 60 for r in runs if r.get("wall_time_s") is not None]
+    if not known:
+        text = "no known wall time"
+    elif round(min(known)) == round(max(known)):
+        text = f"{min(known):.0f} min" + (" per run" if len(runs) > 1 else "")
+    else:
+        text = f"{min(known):.0f} to {max(known):.0f} min per run"
+    unknown = len(runs) - len(known)
+    return text + (f" ({unknown} run{'s' * (unknown > 1)} resumed without a record of the earlier part's time)"
+                   if unknown else "")
 
 
 def score_summary(runs: list[dict]) -> dict[tuple[str, str], dict]:

@@ -354,7 +354,9 @@ def train(agent, dataset: OfflineDataset, steps: int, *, batch_size: int = 256, 
           state_normalizer: StateNormalizer | None = None, reward_transform: RewardTransform | None = None,
           progress: bool = True, sync_every_step: bool | None = None, precision: str | None = None,
           amp: bool = False, meta: dict | None = None, tensorboard: bool = False) -> dict:
-    """Train ``agent`` on ``dataset`` for ``steps`` gradient steps; returns ``{"train": [...], "eval": [...]}``.
+    """Train ``agent`` on ``dataset`` for ``steps`` gradient steps; returns ``{"train": [...], "eval": [...],
+    "segments_s": [...]}``, the last the wall-clock seconds of each part of the run (one unless resumed: each earlier
+    part up to its checkpoint, kept in the checkpoint, ``None`` if that checkpoint did not record it; then this call's).
 
     ``dataset`` is used as given (already preprocessed, see :func:`prepare_dataset`); ``state_normalizer`` is
     applied to the environment's observations at evaluation, and both transforms are saved with checkpoints.
@@ -404,7 +406,7 @@ def train(agent, dataset: OfflineDataset, steps: int, *, batch_size: int = 256, 
     torch.manual_seed(seed)
     sampler = torch.Generator(device=device).manual_seed(seed)
     history: dict[str, list] = {"train": [], "eval": []}
-    start, resumed_running = 0, ({}, 0)
+    start, resumed_running, earlier_segments = 0, ({}, 0), []
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
         if resume and (out / "checkpoint.pt").exists():
@@ -420,6 +422,8 @@ def train(agent, dataset: OfflineDataset, steps: int, *, batch_size: int = 256, 
                 torch.cuda.set_rng_state(ck["cuda_rng"], torch.device(device))
             start, history = ck["step"], ck["history"]
             resumed_running = ck.get("running", ({}, 0))
+            # seconds of each earlier part of the run, up to its checkpoint; None: a checkpoint that did not record it
+            earlier_segments = ck.get("segments_s", [None])
         elif resume:
             print(f"resume: no checkpoint in {out}, starting from step 0")
         # the logs end where the checkpoint was taken, even if the interrupted run got further
@@ -454,7 +458,8 @@ def train(agent, dataset: OfflineDataset, steps: int, *, batch_size: int = 256, 
     def checkpoint(step: int) -> None:
         cuda_rng = torch.cuda.get_rng_state(torch.device(device)) if torch.device(device).type == "cuda" else None
         save("checkpoint.pt", step, sampler=sampler.get_state(), torch_rng=torch.get_rng_state(), cuda_rng=cuda_rng,
-             history=history, running=({k: float(v) for k, v in running.items()}, n_running))
+             history=history, running=({k: float(v) for k, v in running.items()}, n_running),
+             segments_s=earlier_segments + [time.perf_counter() - t0])
 
     # sums of the update logs since the last "train" entry, and how many updates they hold; a checkpoint keeps
     # them, so a run resumed between two log steps writes the same averages as one that never stopped
@@ -512,7 +517,7 @@ def train(agent, dataset: OfflineDataset, steps: int, *, batch_size: int = 256, 
         save("agent.pt", steps)
     if writer is not None:
         writer.close()
-    return history
+    return {**history, "segments_s": earlier_segments + [time.perf_counter() - t0]}
 
 
 def estimate_seconds(agent, dataset: OfflineDataset, steps: int, *, batch_size: int = 256, device: str = "cpu",
@@ -950,8 +955,10 @@ def run(algo: str, dataset: str, *, scale: str | None = None, steps: int | None 
     agent with ``overrides``, prepares states and rewards as its config asks, writes ``config.json`` and trains.
     A new run refuses an ``out`` holding another run unless ``overwrite``; ``resume`` continues the checkpoint in
     ``out`` if it was made with the same settings, except those named in ``override``. ``threads`` sets torch's
-    thread count. Returns the history of :func:`train` with ``config`` (the run's settings) and ``wall_time``
-    (seconds) added.
+    thread count. Returns the history of :func:`train` with ``config`` (the run's settings), ``segments_s`` (the
+    seconds of each part of the run: the earlier parts of a resumed run up to their checkpoints, then this call's,
+    setup included) and ``wall_time`` (their sum; ``None`` when an earlier part's time is unknown because its
+    checkpoint predates this record).
     """
     from . import datasets
 
@@ -994,7 +1001,10 @@ def run(algo: str, dataset: str, *, scale: str | None = None, steps: int | None 
         e = history["eval"][-1]
         print(f"final evaluation at step {e['step']}: return {e['return_mean']:.1f} +- {e['return_std']:.1f}, "
               f"normalised score {e['score_mean']:.1f}")
-    return {**history, "config": settings, "wall_time": time.perf_counter() - start}
+    # the run's wall time over all its parts: the earlier ones (each up to its checkpoint) and this process's
+    segments = history["segments_s"][:-1] + [time.perf_counter() - start]
+    total = None if None in segments else sum(segments)
+    return {**history, "segments_s": segments, "config": settings, "wall_time": total}
 
 
 def _jsonable(config) -> dict:

@@ -203,9 +203,18 @@ def test_runs_table_states_where_the_runs_come_from():
     # 3 runs of half an hour: 1.5 h; both machines listed once each, the GPU named
     assert lines[2] == ("| bc | 3 | cpu | 20,000 | 20,000 | 1.5 h | AMD EPYC (2 cores, 1 thread), torch 2.13.0+cpu; "
                         "Intel Xeon (2 cores, 1 thread), torch 2.13.0+cpu, GPU NVIDIA L4 |")
-    assert lines[3] == "| cql | 1 | smoke | 20 | 1,200 | 0.0 h | - |"  # no wall time, no hardware recorded
+    assert lines[3] == "| cql | 1 | smoke | 20 | 1,200 | 0.0 h + 1 not known | - |"  # no wall time: said
     assert lines[4] == "| iql | 0 | - | - | 1,200 | 0.0 h | - |"  # no run at all: said, not dropped
     assert len(plots.runs_table(runs, ["bc"]).splitlines()[0].split("|")) == 8  # no budget columns
+
+
+def test_wall_minutes_gives_the_range_and_counts_the_unknown():
+    runs = [{"wall_time_s": 600.0}, {"wall_time_s": 1620.0}, {"wall_time_s": None}]
+    assert plots.wall_minutes(runs[:2]) == "10 to 27 min per run"
+    assert plots.wall_minutes(runs) == ("10 to 27 min per run (1 run resumed without a record of the earlier "
+                                        "part's time)")
+    assert plots.wall_minutes(runs[2:] * 2).startswith("no known wall time (2 runs resumed")
+    assert plots.wall_minutes(runs[:1]) == "10 min" and plots.wall_minutes(runs[:1] * 2) == "10 min per run"
 
 
 # --- the spread over seeds ---------------------------------------------------------------------------------------

@@ -28,7 +28,8 @@ def params(agent):
 
 
 def strip_timing(history):
-    return {k: [{kk: vv for kk, vv in e.items() if kk != "updates_per_s"} for e in v] for k, v in history.items()}
+    return {k: [{kk: vv for kk, vv in e.items() if kk != "updates_per_s"} for e in v] for k, v in history.items()
+            if k != "segments_s"}
 
 
 def test_scales(monkeypatch):
@@ -66,6 +67,21 @@ def test_resume_gives_the_same_numbers(tmp_path, checkpoint_every):
            [{k: v for k, v in e.items() if k != "updates_per_s"} for e in lines_b]
     assert (tmp_path / "b" / "eval.csv").read_text().splitlines()[0] == "step,return_mean,return_std"
     assert (tmp_path / "b" / "agent.pt").exists()
+    # the wall time of each part of a run: one part straight through, two when resumed (the first up to its checkpoint)
+    assert len(straight["segments_s"]) == 1 and len(resumed["segments_s"]) == 2
+    assert all(isinstance(t, float) and t > 0 for t in straight["segments_s"] + resumed["segments_s"])
+
+
+def test_a_checkpoint_without_segment_times_resumes_with_the_earlier_time_unknown(tmp_path):
+    ds = pendulum_like()
+    kw = dict(log_every=10, seed=3, progress=False, checkpoint_every=10)
+    train(BC(3, 1, -2, 2), ds, 20, out=tmp_path, **kw)
+    ck = torch.load(tmp_path / "checkpoint.pt", weights_only=False)
+    assert len(ck["segments_s"]) == 1 and ck["segments_s"][0] > 0
+    del ck["segments_s"]                                   # as written before checkpoints recorded it
+    torch.save(ck, tmp_path / "checkpoint.pt")
+    history = train(BC(3, 1, -2, 2), ds, 30, out=tmp_path, resume=True, **kw)
+    assert history["segments_s"][0] is None and history["segments_s"][1] > 0
 
 
 def test_same_seed_same_numbers_different_seed_different():
