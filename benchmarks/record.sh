@@ -27,6 +27,8 @@ lane0=(
   "$SUITE --tag record-float32 --algos bc iql --datasets hopper-medium-replay --precision float32"   # bf16 check
   "$SUITE --tag record --algos bcq --datasets $MIXED"                                                # (b)
   "$SUITE --tag record --algos bc 10%bc iql --datasets $MIXED --seeds 3 4"                            # (b), 5 seeds
+  "$SUITE --tag record-iql-tau --algos iql --datasets $MIXED --set expectile=0.5"                    # (d)
+  "$SUITE --tag record-iql-tau --algos iql --datasets $MIXED --set expectile=0.9"                    # (d)
   "$SUITE --tag record-1m --algos iql --datasets hopper-medium --seeds 0 --steps 1000000 --eval-every 20000"  # (f), 1M timing
   "$SUITE --tag record-float32 --algos cql bcq --datasets hopper-medium-replay --precision float32"  # bf16 check
   "$SUITE --tag record --algos bcq --datasets $NARROW"                                               # (a)
@@ -40,8 +42,6 @@ lane1=(
   "$SUITE --tag record --algos cql --datasets $MIXED"                                                # (b) (c)
   "$SUITE --tag record --algos sac-offline --datasets $MIXED"                                        # (c): CQL without its penalty
   "$SUITE --tag record --algos cql-lagrange --datasets $MIXED"                                       # (b) (c)
-  "$SUITE --tag record-iql-tau --algos iql --datasets $MIXED --set expectile=0.5"                    # (d)
-  "$SUITE --tag record-iql-tau --algos iql --datasets $MIXED --set expectile=0.9"                    # (d)
   "$SUITE --tag record --algos cql cql-lagrange --datasets $MIXED --seeds 3 4"                       # (b), 5 seeds
   "$SUITE --tag record --algos cql cql-lagrange --datasets $NARROW"                                  # (a) (c)
   "$SUITE --tag record-papers-sizes --algos cql --datasets hopper-medium-replay --seeds 0
