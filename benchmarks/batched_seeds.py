@@ -171,6 +171,8 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if any(k < 1 for k in args.seeds):
         ap.error(f"--seeds: every K must be at least 1, got {args.seeds}")
+    if args.corl is not None and not (args.corl / "algorithms" / "offline").is_dir():
+        ap.error(f"--corl {args.corl}: not a CORL checkout (no algorithms/offline/ folder)")
     torch.set_num_threads(args.threads)
     data = synthetic_dataset(obs_dim=17, act_dim=6)  # Hopper's sizes
     worst = check_same_as_plain(data)
@@ -204,14 +206,13 @@ def main(argv: list[str] | None = None) -> int:
                 return batched.update(stacked_batch(data, k, args.batch_size, gens))
         rows.append((f"batched, {k} seed{'s' * (k > 1)}, bf16", k, _timed_loop(together, args.seconds, "cpu")[0]))
     corl = None
-    if args.corl is not None:
+    if args.corl is None:
+        print("CORL not measured: no --corl DIR (a checkout of github.com/tinkoff-ai/CORL)")
+    else:
         from corl_peer import make_peer
         peer = make_peer(args.corl, "iql", data, args.batch_size, "cpu")
-        if peer is None:
-            print(f"CORL's iql.py not found under {args.corl}: skipped")
-        else:
-            corl = _timed_loop(peer[0], args.seconds, "cpu")[0]
-            rows.append(("CORL iql.py, float32", 1, corl))
+        corl = _timed_loop(peer[0], args.seconds, "cpu")[0]
+        rows.append(("CORL iql.py, float32", 1, corl))
     print(f"\nIQL, obs 17, act 6, batch {args.batch_size} per seed, {args.threads} thread(s), {args.seconds:g} s each\n")
     print("| update | seeds | updates/s | seed-updates/s | / CORL |")
     print("| --- | ---: | ---: | ---: | ---: |")
