@@ -42,6 +42,8 @@ lane1=(
   "$SUITE --tag record --algos cql --datasets $MIXED"                                                # (b) (c)
   "$SUITE --tag record --algos sac-offline --datasets $MIXED"                                        # (c): CQL without its penalty
   "$SUITE --tag record --algos cql-lagrange --datasets $MIXED"                                       # (b) (c)
+  "$SUITE --tag record-cql-lagrange-gap --algos cql-lagrange --datasets hopper-medium-replay
+     --set target_action_gap=4.08"                                                                  # (c): kappa at N = 4
   "$SUITE --tag record --algos cql cql-lagrange --datasets $MIXED --seeds 3 4"                       # (b), 5 seeds
   "$SUITE --tag record --algos cql cql-lagrange --datasets $NARROW"                                  # (a) (c)
   "$SUITE --tag record-papers-sizes --algos cql --datasets hopper-medium-replay --seeds 0
