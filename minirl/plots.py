@@ -425,7 +425,9 @@ def difference_ci(a, b, confidence: float = 0.95, n_boot: int = 10_000, seed: in
     return float(x.mean() - y.mean()), float(lo), float(hi)
 
 
-def _verdict(lo: float, hi: float) -> str:
+def verdict(lo: float, hi: float) -> str:
+    """The verdict of a difference's interval ``[lo, hi]`` (:func:`difference_ci`): ``"above"`` when it lies above 0,
+    ``"below"`` when below, else ``"overlap"``."""
     return "above" if lo > 0 else "below" if hi < 0 else "overlap"
 
 
@@ -452,7 +454,7 @@ def baseline_table(runs: list[dict], labels, baselines, datasets, confidence: fl
                     cells.append(f"{b} not run")
                     continue
                 diff, lo, hi = difference_ci(s["scores"], base["scores"], confidence, n_boot, seed)
-                cells.append(f"{diff:+.1f} [{lo:+.1f}, {hi:+.1f}] {_verdict(lo, hi)}")
+                cells.append(f"{diff:+.1f} [{lo:+.1f}, {hi:+.1f}] {verdict(lo, hi)}")
             lines.append(f"| {d} | {lab} | {s['mean']:.1f} [{s['lo']:.1f}, {s['hi']:.1f}] ({s['n']}) | "
                          + " | ".join(cells) + " |")
     return "\n".join(lines)
