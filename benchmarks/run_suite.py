@@ -308,7 +308,7 @@ def _train_and_record(out: Path, algo: str, dataset: str, seed: int, scale: str,
     resolved = history["config"]["precision"]
     result = {"algo": algo, "label": run_label(algo, overrides), "overrides": overrides, "dataset": dataset,
               "seed": seed, "scale": sc.name, "steps": n_steps, "precision": resolved, "amp": resolved == "bf16",
-              "adam": history["config"].get("adam"),
+              "adam": history["config"].get("adam"), "data": history["config"].get("data"),
               "score": last_eval.get("score_mean"), "return": last_eval.get("return_mean"),
               "q_start": last_eval.get("q_start"), "mc_discounted": last_eval.get("mc_discounted"),
               "wall_time_s": None if history["wall_time"] is None else round(history["wall_time"], 1),

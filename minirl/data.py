@@ -33,6 +33,7 @@ draws indices and gathers rows per batch, so a training step never copies data f
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import numbers
 import os
 from collections.abc import Iterator, Mapping
@@ -430,6 +431,15 @@ class OfflineDataset:
         """The undiscounted return of every episode (float64, summed in float64)."""
         starts = [a for a, _ in self.episode_bounds()]
         return np.add.reduceat(self.rewards.astype(np.float64), starts)
+
+    def fingerprint(self) -> str:
+        """SHA-256 of the six fields' bytes, in order: equal for two datasets with the same transitions. A dataset
+        rolled out again on another CPU can differ (its policy's matrix products round differently, and a Hopper
+        episode amplifies the difference), so runs record it (``config.json``'s ``data``)."""
+        h = hashlib.sha256()
+        for name in FIELDS:
+            h.update(np.ascontiguousarray(getattr(self, name)).tobytes())
+        return h.hexdigest()
 
     def return_stats(self) -> dict:
         """Episode count, transition count and min / mean / max / std (population, ddof=0) of the episode returns."""

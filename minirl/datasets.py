@@ -312,11 +312,17 @@ def load_dataset(name: str, n_transitions: int | None = None, progress: bool = T
 
 
 def dataset_info(name: str, n_transitions: int | None = None, progress: bool = True) -> dict:
-    """Transitions, episodes, returns and normalised score of a dataset (made if needed)."""
+    """Transitions, episodes, returns and normalised scores of a dataset (made if needed): the mean episode's score,
+    the best episode's, and the mean score of the best 10% of episodes, the data of 10%BC
+    (:meth:`~minirl.data.OfflineDataset.best_episodes`)."""
     task, _ = parse_name(name)
     ds = load_dataset(name, n_transitions, progress)
     stats = ds.return_stats()
+    best10 = ds.best_episodes(0.1).return_stats()
     stats["normalized_score_mean"] = float(normalized_score(task, stats["return_mean"]))
+    stats["normalized_score_max"] = float(normalized_score(task, stats["return_max"]))
+    stats["best_10pct_episodes"] = best10["episodes"]
+    stats["best_10pct_normalized_score_mean"] = float(normalized_score(task, best10["return_mean"]))
     return {"name": name, **stats}
 
 

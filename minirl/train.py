@@ -968,7 +968,7 @@ def run(algo: str, dataset: str, *, scale: str | None = None, steps: int | None 
                     compile=compile, precision=precision, amp=amp, threads=threads)
     if plan.threads is not None:
         torch.set_num_threads(plan.threads)
-    raw = datasets.load_dataset(plan.dataset, plan.transitions, progress=progress)
+    raw = full = datasets.load_dataset(plan.dataset, plan.transitions, progress=progress)
     if getattr(plan.config, "top_fraction", 1.0) < 1.0:  # filtered BC (10%BC): only the best episodes
         raw = raw.best_episodes(plan.config.top_fraction)
     torch.manual_seed(plan.seed)  # the initial weights depend on the seed too
@@ -981,6 +981,8 @@ def run(algo: str, dataset: str, *, scale: str | None = None, steps: int | None 
         for name in RUN_FILES:
             (plan.out / name).unlink(missing_ok=True)
     settings = plan.settings()
+    # which data the run saw (before 10%BC's filter): rolled out again on another CPU, a dataset can differ
+    settings["data"] = {"episodes": full.return_stats()["episodes"], "sha256": full.fingerprint()}
     plan.out.mkdir(parents=True, exist_ok=True)
     with atomic_write(plan.out / "config.json") as tmp:
         tmp.write_text(json.dumps(settings, indent=1))

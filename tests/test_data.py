@@ -509,6 +509,15 @@ def test_to_tensors_is_cached_and_sampling_does_not_copy(monkeypatch):
     assert ds.to_tensors("cpu")["obs"] is t1["obs"]
 
 
+def test_fingerprint_tells_equal_data_from_data_one_value_apart():
+    ds = make_ds()
+    assert ds.fingerprint() == make_ds().fingerprint() and len(ds.fingerprint()) == 64
+    d = make_dict()
+    d["rewards"][3] = np.nextafter(d["rewards"][3], np.float32(np.inf))  # one reward one float apart
+    assert OfflineDataset(**d).fingerprint() != ds.fingerprint()
+    assert ds.select_episodes(np.array([0])).fingerprint() != ds.fingerprint()
+
+
 def test_select_episodes_keeps_whole_episodes_in_order():
     ds = make_ds()
     bounds = ds.episode_bounds()

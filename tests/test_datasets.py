@@ -131,6 +131,17 @@ def test_cli_dataset_commands(capsys):
     assert "needs at least one dataset name" in capsys.readouterr().err
 
 
+def test_dataset_info_scores_the_mean_best_and_best_tenth_of_episodes():
+    from minirl.datasets import dataset_info
+    info = dataset_info("pendulum-medium-expert", 4000, progress=False)
+    returns = np.sort(load_dataset("pendulum-medium-expert", 4000, progress=False).episode_returns())
+    k = max(len(returns) // 10, 1)
+    assert info["episodes"] == len(returns) and info["best_10pct_episodes"] == k
+    assert info["normalized_score_max"] == pytest.approx(normalized_score("pendulum", returns[-1]))
+    assert info["best_10pct_normalized_score_mean"] == pytest.approx(normalized_score("pendulum", returns[-k:].mean()))
+    assert info["normalized_score_mean"] <= info["best_10pct_normalized_score_mean"] <= info["normalized_score_max"]
+
+
 def test_select_episodes_feeds_filtered_bc():
     ds = make_dataset("pendulum-medium-expert", 2000, progress=False)
     r = ds.episode_returns()

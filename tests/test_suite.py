@@ -76,6 +76,10 @@ def test_run_suite_writes_results_and_skips_finished_runs(tmp_path):
     assert np.isfinite(result["score"]) and result["hardware"]["torch_threads"] == 1
     assert result["precision"] == ("bf16" if amp else "float32") and result["amp"] is amp  # what it computed in
     assert result["adam"] == "fused"  # nets.adam's implementation (torch >= 2.4)
+    from minirl.datasets import load_dataset
+    from minirl.train import get_scale
+    data = load_dataset("pendulum-medium", get_scale("smoke").dataset_size, progress=False)
+    assert result["data"] == {"episodes": data.return_stats()["episodes"], "sha256": data.fingerprint()}
     assert len(result["segments_s"]) == 1 and result["wall_time_s"] == result["segments_s"][0] > 0  # one part
     assert not (run / "checkpoint.pt").exists() and not (run / "agent.pt").exists()
     assert "bc-hidden=32,32" in (tmp_path / tag / "summary.csv").read_text()
