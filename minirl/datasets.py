@@ -326,6 +326,18 @@ def dataset_info(name: str, n_transitions: int | None = None, progress: bool = T
     return {"name": name, **stats}
 
 
+def episode_summary(names, n_transitions: int | None = None) -> str:
+    """One line per dataset: its episodes and the normalised scores of its mean episode, of its best 10% of episodes
+    (the data 10%BC clones) and of its best episode: how much room a dataset leaves above its baselines."""
+    lines = []
+    for name in names:
+        info = dataset_info(name, n_transitions, progress=False)
+        lines.append(f"{name:<22} {info['episodes']:6,d} episodes: mean episode {info['normalized_score_mean']:6.1f} | "
+                     f"best {info['best_10pct_episodes']:,d} episodes (10%BC's data) "
+                     f"{info['best_10pct_normalized_score_mean']:6.1f} | best episode {info['normalized_score_max']:6.1f}")
+    return "\n".join(lines)
+
+
 # --------------------------------------------------------------------------------------------------------------
 # Exporting behaviour policies from a SAC run into the package (maintainers only; the result is committed).
 # --------------------------------------------------------------------------------------------------------------

@@ -140,6 +140,9 @@ def test_dataset_info_scores_the_mean_best_and_best_tenth_of_episodes():
     assert info["normalized_score_max"] == pytest.approx(normalized_score("pendulum", returns[-1]))
     assert info["best_10pct_normalized_score_mean"] == pytest.approx(normalized_score("pendulum", returns[-k:].mean()))
     assert info["normalized_score_mean"] <= info["best_10pct_normalized_score_mean"] <= info["normalized_score_max"]
+    line = datasets.episode_summary(["pendulum-medium-expert"], 4000)
+    assert line.startswith("pendulum-medium-expert") and f"{info['normalized_score_max']:6.1f}" in line
+    assert f"best {k:,d} episodes (10%BC's data) {info['best_10pct_normalized_score_mean']:6.1f}" in line
 
 
 def test_select_episodes_feeds_filtered_bc():
