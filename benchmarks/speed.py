@@ -6,6 +6,7 @@
     python benchmarks/speed.py --amp                       # also minirl under bfloat16 autocast (train --amp)
     python benchmarks/speed.py --no-d3rlpy                 # minirl only
     python benchmarks/speed.py --profile 30 --algos cql    # torch.profiler over 30 updates instead of timing
+    python benchmarks/speed.py --profile 100 --amp --algos iql   # the same for the bfloat16 update
     python benchmarks/speed.py --targets --threads 1 --corl ~/CORL   # the speed targets' table, CORL as a peer
 
 Each algorithm is built with its default config (the paper's sizes) on a synthetic Hopper-sized dataset
@@ -349,25 +350,34 @@ _GEMM = ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm")
 
 
 def profile_updates(algo: str, data: OfflineDataset, batch_size: int, updates: int, device: str,
-                    top: int = 15) -> str:
-    """torch.profiler over ``updates`` updates of minirl's ``algo``: the share of the wall time in matmuls, in the
-    other aten ops and outside any op (Python, autograd bookkeeping), then the top ops by self time."""
+                    top: int = 15, amp: bool = False) -> str:
+    """torch.profiler over ``updates`` updates of minirl's ``algo`` (each under bfloat16 autocast if ``amp``, entered
+    per update as :func:`minirl.train.train` does): the share of the wall time in matmuls, in the other aten ops and
+    outside any op (Python, autograd bookkeeping), then the top ops by self time, where ``aten::_to_copy`` counts the
+    dtype conversions."""
     from torch.profiler import ProfilerActivity, profile
     torch.manual_seed(0)
     agent, _ = make_minirl(algo, data, device)
     gen = torch.Generator(device=device).manual_seed(0)
+    precision = train.autocast(device, amp)
+
+    def step():
+        with precision:
+            agent.update(data.sample(batch_size, device, gen))
+
     for _ in range(5):
-        agent.update(data.sample(batch_size, device, gen))
+        step()
     with profile(activities=[ProfilerActivity.CPU]) as prof:
         start = time.perf_counter()
         for _ in range(updates):
-            agent.update(data.sample(batch_size, device, gen))
+            step()
         wall = time.perf_counter() - start
     events = prof.key_averages()
     total_us = wall * 1e6
     gemm = sum(e.self_cpu_time_total for e in events if e.key in _GEMM)
     ops = sum(e.self_cpu_time_total for e in events if e.key.startswith("aten::"))
-    lines = [f"## {algo}: {updates} updates, {wall / updates * 1e3:.1f} ms per update (profiler on)",
+    lines = [f"## {algo} ({'bf16' if amp else 'float32'}): {updates} updates, {wall / updates * 1e3:.1f} ms per update "
+             "(profiler on)",
              f"matmuls (mm/addmm/bmm/baddbmm, forward and backward): {100 * gemm / total_us:.1f} % of the wall time; "
              f"other aten ops: {100 * (ops - gemm) / total_us:.1f} %; "
              f"outside aten ops (Python, autograd and profiler bookkeeping): {100 * (1 - ops / total_us):.1f} %",
@@ -439,7 +449,7 @@ def main(argv: list[str] | None = None) -> int:
     data.to_tensors(a.device)
     if a.profile:
         for algo in a.algos:
-            print(profile_updates(algo, data, a.batch_size, a.profile, a.device) + "\n", flush=True)
+            print(profile_updates(algo, data, a.batch_size, a.profile, a.device, amp=a.amp) + "\n", flush=True)
         return 0
 
     d3rlpy = import_d3rlpy() if a.d3rlpy else None

@@ -53,6 +53,21 @@ def test_amp_adds_a_bfloat16_column(capsys):
     assert not torch.is_autocast_enabled("cpu")  # the autocast context did not leak
 
 
+def test_profile_with_amp_profiles_the_bfloat16_update(capsys):
+    def conversions(out: str) -> float:  # dtype conversions per update, from the profile's table
+        calls = [line.split("|")[3] for line in out.splitlines() if line.startswith("| aten::_to_copy |")]
+        return float(calls[0]) if calls else 0.0
+
+    args = ["--algos", "bc", "--profile", "3", "--no-d3rlpy", "--dataset-size", "2000"]
+    assert speed.main([*args, "--amp"]) == 0
+    bf16 = capsys.readouterr().out
+    assert speed.main(args) == 0
+    f32 = capsys.readouterr().out
+    assert "## bc (bf16): 3 updates" in bf16 and "## bc (float32): 3 updates" in f32
+    assert conversions(bf16) > conversions(f32)  # autocast casts the hidden layers' inputs and weights
+    assert not torch.is_autocast_enabled("cpu")
+
+
 def test_compile_adds_a_compiled_column(monkeypatch, capsys):
     compiled = []
     real = speed.train.compile_agent
