@@ -982,7 +982,7 @@ def run(algo: str, dataset: str, *, scale: str | None = None, steps: int | None 
             (plan.out / name).unlink(missing_ok=True)
     settings = plan.settings()
     # which data the run saw (before 10%BC's filter): rolled out again on another CPU, a dataset can differ
-    settings["data"] = {"episodes": full.return_stats()["episodes"], "sha256": full.fingerprint()}
+    settings["data"] = {"episodes": len(full.episode_bounds()), "sha256": full.fingerprint()}
     plan.out.mkdir(parents=True, exist_ok=True)
     with atomic_write(plan.out / "config.json") as tmp:
         tmp.write_text(json.dumps(settings, indent=1))
