@@ -53,6 +53,7 @@ import argparse
 import contextlib
 import csv
 import datetime
+import importlib.metadata
 import json
 import os
 import platform
@@ -86,16 +87,39 @@ SLURM_TIMEOUT_MIN = 24 * 60  # --timeout-min's default on SLURM (submitit's own 
 CLUSTER_EXTRA = 'pip install -e ".[cluster]"'
 
 
-def hardware() -> dict:
-    """What machine and software a run used, written into every ``result.json``."""
-    cpu = platform.processor() or platform.machine()
+def cpuinfo() -> dict:
+    """The first processor's fields in ``/proc/cpuinfo`` (``{}`` where there is none, e.g. macOS)."""
+    fields = {}
     try:
         with open("/proc/cpuinfo") as f:
-            cpu = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
-    except (OSError, StopIteration):
+            for line in f:
+                if not line.strip():
+                    break  # the end of the first processor's block
+                key, _, value = line.partition(":")
+                fields[key.strip()] = value.strip()
+    except OSError:
         pass
-    info = {"cpu": cpu, "cpu_count": os.cpu_count(), "machine": platform.machine(),
-            "torch": torch.__version__, "torch_threads": torch.get_num_threads(), "python": platform.python_version()}
+    return fields
+
+
+def hardware() -> dict:
+    """What machine and software a run used, written into every ``result.json``. Two CPUs with the same model name
+    can differ twice over in bfloat16 speed and round differently (this project's "AMD EPYC" came back as another
+    model), so the CPU's family, model and stepping and its bfloat16 flags are recorded, and the versions of the
+    simulator, which decide a roll-out's episodes."""
+    fields = cpuinfo()
+    info = {"cpu": fields.get("model name") or platform.processor() or platform.machine()}
+    if "cpu family" in fields:
+        info["cpu_id"] = f"family {fields['cpu family']} model {fields.get('model', '?')} " \
+                         f"stepping {fields.get('stepping', '?')}"
+        info["cpu_bf16"] = sorted(set(fields.get("flags", "").split()) & {"avx512_bf16", "amx_bf16"})
+    info.update({"cpu_count": os.cpu_count(), "machine": platform.machine(), "torch": torch.__version__,
+                 "torch_threads": torch.get_num_threads(), "python": platform.python_version()})
+    for package in ("gymnasium", "mujoco", "numpy"):
+        try:
+            info[package] = importlib.metadata.version(package)
+        except importlib.metadata.PackageNotFoundError:
+            info[package] = None
     if torch.cuda.is_available():
         info["gpu"] = torch.cuda.get_device_name(0)
     return info

@@ -66,7 +66,8 @@ def missing_runs(runs: list[dict], labels, datasets, seeds) -> list[str]:
 
 
 def _hardware_line(hw: dict) -> str:
-    line = (f"{hw.get('cpu', '?')} ({hw.get('cpu_count', '?')} cores, {hw.get('torch_threads', '?')} thread), "
+    cpu = hw.get("cpu", "?") + (f" [{hw['cpu_id']}]" if hw.get("cpu_id") else "")  # runs since 2026-11-25 have it
+    line = (f"{cpu} ({hw.get('cpu_count', '?')} cores, {hw.get('torch_threads', '?')} thread), "
             f"torch {hw.get('torch', '?')}")
     return line + (f", GPU {hw['gpu']}" if hw.get("gpu") else "")
 

@@ -192,7 +192,7 @@ def test_plot_aggregate_labels_axes():
 
 def test_runs_table_states_where_the_runs_come_from():
     hw_a = {"cpu": "AMD EPYC", "cpu_count": 2, "torch_threads": 1, "torch": "2.13.0+cpu"}
-    hw_b = dict(hw_a, cpu="Intel Xeon", gpu="NVIDIA L4")
+    hw_b = dict(hw_a, cpu="Intel Xeon", gpu="NVIDIA L4", cpu_id="family 6 model 143 stepping 8")
     runs = [{"label": "bc", "dataset": "a", "seed": s, "scale": "cpu", "steps": 20_000, "wall_time_s": 1800.0,
              "hardware": hw_a if s < 2 else hw_b} for s in range(3)]
     runs.append({"label": "cql", "dataset": "a", "seed": 0, "scale": "smoke", "steps": 20, "wall_time_s": None})
@@ -202,7 +202,7 @@ def test_runs_table_states_where_the_runs_come_from():
     assert lines[1].count("|") == lines[0].count("|")
     # 3 runs of half an hour: 1.5 h; both machines listed once each, the GPU named
     assert lines[2] == ("| bc | 3 | cpu | 20,000 | 20,000 | 1.5 h | AMD EPYC (2 cores, 1 thread), torch 2.13.0+cpu; "
-                        "Intel Xeon (2 cores, 1 thread), torch 2.13.0+cpu, GPU NVIDIA L4 |")
+                        "Intel Xeon [family 6 model 143 stepping 8] (2 cores, 1 thread), torch 2.13.0+cpu, GPU NVIDIA L4 |")
     assert lines[3] == "| cql | 1 | smoke | 20 | 1,200 | 0.0 h + 1 not known | - |"  # no wall time: said
     assert lines[4] == "| iql | 0 | - | - | 1,200 | 0.0 h | - |"  # no run at all: said, not dropped
     assert len(plots.runs_table(runs, ["bc"]).splitlines()[0].split("|")) == 8  # no budget columns

@@ -1,4 +1,5 @@
 """benchmarks/run_suite.py and minirl.plots: the path from training runs to the book's tables and curves."""
+import importlib.metadata
 import json
 import os
 import signal
@@ -74,6 +75,15 @@ def test_run_suite_writes_results_and_skips_finished_runs(tmp_path):
     result = json.loads((run / "result.json").read_text())
     assert result["steps"] == 20 and result["scale"] == "smoke" and result["overrides"] == {"hidden": [32, 32]}
     assert np.isfinite(result["score"]) and result["hardware"]["torch_threads"] == 1
+    hw = result["hardware"]  # the simulator's versions (they decide a roll-out's episodes) and, on Linux, the CPU
+    assert hw["gymnasium"] == importlib.metadata.version("gymnasium") and hw["mujoco"] == importlib.metadata.version(
+        "mujoco")
+    if Path("/proc/cpuinfo").exists():
+        cpuinfo = Path("/proc/cpuinfo").read_text().split("\n\n")[0]
+        family = next(line.split(":")[1].strip() for line in cpuinfo.splitlines() if line.startswith("cpu family"))
+        assert hw["cpu_id"].startswith(f"family {family} model ")
+        assert set(hw["cpu_bf16"]) <= {"avx512_bf16", "amx_bf16"}
+        assert ("avx512_bf16" in hw["cpu_bf16"]) == (" avx512_bf16" in cpuinfo)
     assert result["precision"] == ("bf16" if amp else "float32") and result["amp"] is amp  # what it computed in
     assert result["adam"] == "fused"  # nets.adam's implementation (torch >= 2.4)
     from minirl.datasets import load_dataset
