@@ -15,10 +15,11 @@
 # record"): (a) offline SAC's extrapolation error, (b) offline RL above BC and 10%BC on mixed data, (c) CQL's lower
 # bound, (d) IQL's expectile, (e) BCQ's Phi, (f) IQL and BC for 1M steps. CPU time per run, from the wall times in
 # results/record*: BC ~1-2 min, IQL ~5-9 min, offline SAC ~10 min, CQL and BCQ 24-29 min per 50k-step run, IQL 1.47 h
-# per 1M-step run on the AMD EPYC, BC 0.40-0.43 h per 1M-step run on the Intel Xeon. The shared commands at the end
-# (12 BCQ runs, 9 IQL, 9 BC and 6 10%BC runs of 1M steps) are about 26 CPU hours: about 13 hours with both lanes. BC's and
+# per 1M-step run on the AMD EPYC, BC 0.40-0.43 h per 1M-step run on the Intel Xeon (bfloat16) and 1.06-1.07 h on an
+# AVX2-only AMD EPYC (float32). The shared commands at the end
+# (12 BCQ runs, 9 IQL, 9 BC and 6 10%BC runs of 1M steps) are about 26 CPU hours on the bfloat16 machines (the BCQ runs are done). BC's and
 # 10%BC's 1M runs come before IQL's: each fits in a session on any of the machines so far, while a float32 IQL run
-# (about 2.9 h at ~97 updates/s) outlasts a 3-hour session and needs the machine, and its checkpoints, to come back.
+# (5.3 h of updates at the 52.9 updates/s of the AVX2-only EPYC, benchmarks/README.md) outlasts a 3-hour session and needs the machine, and its checkpoints, to come back.
 # Claim (b) at the papers' budget asks for IQL above BC and 10%BC at equal steps, hence 10%BC at 1M steps too.
 set -euo pipefail
 set -f  # no filename expansion: --set values such as [256,256,256] stay as written
