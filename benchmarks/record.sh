@@ -9,8 +9,8 @@
 #
 # Every run: the `cpu` scale (50,000 gradient steps for every algorithm; CQL, CQL-Lagrange and offline SAC with
 # 2 x 256 layers and N = 4, BCQ with a 256-256 VAE), `--precision auto` (bfloat16 updates where the CPU computes them
-# natively, float32 elsewhere: emulated bfloat16 trained BC at 25-28 updates/s against 220-365 in float32 on an AMD EPYC
-# without AVX512-BF16; result.json records the precision), seeds 0 1 2, and seeds 3 4 for the algorithms of
+# natively, float32 elsewhere: emulated bfloat16 runs at a tenth of float32's rate on an AVX2-only AMD EPYC, measured in
+# benchmarks/README.md; result.json records the precision), seeds 0 1 2, and seeds 3 4 for the algorithms of
 # claim (b) on the mixed tiers (the issue asks for 5 seeds where 3 seeds' intervals overlap). Claims (see issue "results of
 # record"): (a) offline SAC's extrapolation error, (b) offline RL above BC and 10%BC on mixed data, (c) CQL's lower
 # bound, (d) IQL's expectile, (e) BCQ's Phi, (f) IQL and BC for 1M steps. CPU time per run, from the wall times in
