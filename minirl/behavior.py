@@ -17,6 +17,7 @@ import contextlib
 import copy
 import json
 import os
+import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -167,6 +168,23 @@ def make_env(env_id: str, **kwargs) -> gym.Env:
                            "Install it with: pip install 'gymnasium[mujoco]'") from e
 
 
+# a progress bar that nobody watches redraw (an executed notebook, a log file) keeps every redraw: notebook 4's
+# live run, executed at 52 updates/s, stored 928 separate outputs, and a 1M-step run's log grew by a line a second
+REDRAWS_OFF_TERMINAL = 100
+
+
+def progress_bar(iterable=None, *, total: int, initial: int = 0, desc: str | None = None, enabled: bool = True,
+                 mininterval: float = 1.0, file=None) -> tqdm:
+    """A tqdm bar over ``total`` items that redraws at most once per ``mininterval`` seconds; when its stream is
+    not a terminal it also waits for 1/REDRAWS_OFF_TERMINAL of the remaining items between redraws (tqdm's
+    ``miniters``), so it writes about a hundred redraws whatever the run's length or speed."""
+    stream = file if file is not None else sys.stderr
+    terminal = bool(getattr(stream, "isatty", lambda: False)())
+    miniters = None if terminal else max(1, (total - initial) // REDRAWS_OFF_TERMINAL)
+    return tqdm(iterable, total=total, initial=initial, desc=desc, disable=not enabled, mininterval=mininterval,
+                miniters=miniters, file=file)
+
+
 @torch.no_grad()
 @single_thread()
 def evaluate_policy(policy: TanhGaussianActor | None, env_id: str, episodes: int, seed: int,
@@ -214,7 +232,7 @@ def rollout(env_id: str, n_transitions: int, seed: int, actor: TanhGaussianActor
     finished: dict[int, dict[str, list]] = {}   # episode index -> its transitions
     next_episode = 0
     done_prefix, stored = 0, 0                   # episodes 0 .. done_prefix - 1 are complete: stored transitions
-    bar = tqdm(total=n_transitions, desc=desc or f"rollout {env_id}", disable=not progress, mininterval=1.0)
+    bar = progress_bar(total=n_transitions, desc=desc or f"rollout {env_id}", enabled=progress)
 
     def start(env) -> dict:
         nonlocal next_episode
@@ -380,8 +398,8 @@ def train_sac(env_id: str, steps: int, out_dir: str | os.PathLike, seed: int = 0
     history = [h for h in history if h["step"] <= start]
     precision_ctx = torch.autocast(agent.device.type, dtype=torch.bfloat16, enabled=precision == "bf16")
     last_saved, logs = start, {}
-    bar = tqdm(range(start, steps), initial=start, total=steps, desc=f"SAC {env_id}", disable=not progress,
-               mininterval=2.0)
+    bar = progress_bar(range(start, steps), initial=start, total=steps, desc=f"SAC {env_id}", enabled=progress,
+                       mininterval=2.0)
     for t in bar:
         if _goal_reached(history, stop_return, stop_after):
             break

@@ -36,10 +36,9 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from tqdm import tqdm
 
 from . import nets, versions
-from .behavior import make_env, single_thread
+from .behavior import make_env, progress_bar, single_thread
 from .config import UserError, did_you_mean, field_docs, field_types, parse_field
 from .data import OfflineDataset, RewardTransform, StateNormalizer, atomic_write
 
@@ -465,8 +464,8 @@ def train(agent, dataset: OfflineDataset, steps: int, *, batch_size: int = 256, 
     # them, so a run resumed between two log steps writes the same averages as one that never stopped
     running, n_running = resumed_running
     t0, eval_seconds = time.perf_counter(), 0.0
-    bar = tqdm(range(start, steps), initial=start, total=steps, disable=not progress, mininterval=1.0,
-               desc=getattr(agent, "name", type(agent).__name__))
+    bar = progress_bar(range(start, steps), initial=start, total=steps, enabled=progress,
+                       desc=getattr(agent, "name", type(agent).__name__))
     with _interrupt_at_step_end() as stop:
         for t in bar:
             step = t + 1

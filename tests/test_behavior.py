@@ -1,3 +1,5 @@
+import io
+
 import numpy as np
 import pytest
 import torch
@@ -89,3 +91,30 @@ def test_sac_refuses_to_resume_with_other_settings_and_stops_at_its_goal(tmp_pat
     history = _small_run(tmp_path / "goal", 1000, stop_return=-1e9, stop_after=2)  # any return reaches it
     assert [h["step"] for h in history] == [100, 200]
     assert torch.load(tmp_path / "goal" / "checkpoint.pt", weights_only=False)["step"] == 200
+
+
+class _Terminal(io.StringIO):
+    def isatty(self):
+        return True
+
+
+@pytest.mark.parametrize("initial", [0, 4_000])
+def test_progress_bar_redraws_about_a_hundred_times_off_a_terminal(initial):
+    from minirl.behavior import REDRAWS_OFF_TERMINAL, progress_bar
+    log, terminal = io.StringIO(), _Terminal()
+    for stream in (log, terminal):  # mininterval=0: only tqdm's item count limits the redraws
+        for _ in progress_bar(range(initial, 20_000), initial=initial, total=20_000, mininterval=0, file=stream):
+            pass
+    redraws_log, redraws_terminal = log.getvalue().count("\r"), terminal.getvalue().count("\r")
+    assert redraws_log <= REDRAWS_OFF_TERMINAL + 3          # a first draw, ~100 redraws, the closing one
+    assert redraws_log >= REDRAWS_OFF_TERMINAL // 2
+    assert redraws_terminal > 10 * REDRAWS_OFF_TERMINAL     # a terminal still sees it move
+    assert "20000/20000" in log.getvalue()                  # and the log ends at the total
+
+
+def test_progress_bar_disabled_writes_nothing():
+    from minirl.behavior import progress_bar
+    log = io.StringIO()
+    for _ in progress_bar(range(50), total=50, enabled=False, file=log):
+        pass
+    assert log.getvalue() == ""
