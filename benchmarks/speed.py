@@ -48,6 +48,7 @@ import platform
 import sys
 import time
 from pathlib import Path
+from typing import Iterator
 
 import numpy as np
 import torch
@@ -307,14 +308,16 @@ def matmul_peak(dtype: torch.dtype, device: str = "cpu", n: int = 2048, seconds:
 
 
 def targets_table(algos, data: OfflineDataset, batch_size: int, seconds: float, device: str, corl_dir, d3rlpy,
-                  d3data) -> list[str]:
-    """The speed targets' table (``--targets``), as Markdown lines."""
+                  d3data) -> Iterator[str]:
+    """The speed targets' table (``--targets``), as Markdown lines, each given as soon as it is measured: an
+    algorithm's row takes minutes where bfloat16 is emulated and compiling is slow (one machine printed nothing for
+    6.5 minutes when the table came out whole at the end)."""
     peak = {"float32": matmul_peak(torch.float32, device), "bf16": matmul_peak(torch.bfloat16, device)}
-    lines = [f"Matmul peak of this core (2048x2048): float32 {peak['float32']:.0f} GFLOP/s, bfloat16 "
-             f"{peak['bf16']:.0f} GFLOP/s", "",
-             "| algorithm | float32 | bf16 | bf16 + compile | d3rlpy | CORL | best / d3rlpy | best / CORL | "
-             "GFLOP/update | best GFLOP/s | of the peak |",
-             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    yield from [f"Matmul peak of this core (2048x2048): float32 {peak['float32']:.0f} GFLOP/s, bfloat16 "
+                f"{peak['bf16']:.0f} GFLOP/s", "",
+                "| algorithm | float32 | bf16 | bf16 + compile | d3rlpy | CORL | best / d3rlpy | best / CORL | "
+                "GFLOP/update | best GFLOP/s | of the peak |",
+                "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     gen = torch.Generator(device=device).manual_seed(1)
     for algo in algos:
         rates = {"float32": time_updates(algo, data, batch_size, seconds, device),
@@ -338,8 +341,7 @@ def targets_table(algos, data: OfflineDataset, batch_size: int, seconds: float, 
         cells += ["-" if p is None else f"{rates[best] / p:.2f}" for p in peers]
         achieved = flops * rates[best]
         cells += [f"{flops:.3f}", f"{achieved:.0f}", f"{100 * achieved / peak[best.split()[0]]:.0f} % ({best})"]
-        lines.append(f"| {algo} | " + " | ".join(cells) + " |")
-    return lines
+        yield f"| {algo} | " + " | ".join(cells) + " |"
 
 
 # --------------------------------------------------------------------------------------------------------------

@@ -207,3 +207,17 @@ def test_adam_option_switches_minirls_optimiser(monkeypatch, capsys):
     assert "plain Adam" in capsys.readouterr().out
     agent, _ = speed.make_minirl("bc", speed.synthetic_dataset(2000), "cpu")
     assert not agent.opt.param_groups[0]["fused"]
+
+
+def test_targets_table_gives_the_peak_line_before_timing_any_algorithm(monkeypatch):
+    # the table is printed line by line as it is measured: the peak first, each algorithm's row when it is done
+    monkeypatch.setattr(speed, "matmul_peak", lambda dtype, device="cpu": 50.0)
+
+    def not_yet(*args, **kwargs):
+        raise AssertionError("an algorithm was timed before the peak line was given")
+    monkeypatch.setattr(speed, "time_updates", not_yet)
+    lines = speed.targets_table(["iql"], speed.synthetic_dataset(500), 32, 0.1, "cpu", None, None, None)
+    assert next(lines).startswith("Matmul peak of this core (2048x2048): float32 50 GFLOP/s")
+    assert [next(lines) for _ in range(3)][1].startswith("| algorithm |")
+    with pytest.raises(AssertionError, match="timed before"):
+        next(lines)  # the first row is where the timing starts
