@@ -14,8 +14,8 @@
 # claim (b) on the mixed tiers (the issue asks for 5 seeds where 3 seeds' intervals overlap). Claims (see issue "results of
 # record"): (a) offline SAC's extrapolation error, (b) offline RL above BC and 10%BC on mixed data, (c) CQL's lower
 # bound, (d) IQL's expectile, (e) BCQ's Phi, (f) IQL and BC for 1M steps. CPU time per run, from the wall times in
-# results/record*: BC ~1-2 min, IQL ~5-9 min, offline SAC ~10 min, CQL and BCQ 24-29 min per 50k-step run, IQL 1.47 h
-# per 1M-step run on the AMD EPYC, BC 0.40-0.43 h per 1M-step run on the Intel Xeon (bfloat16) and 1.06-1.07 h on an
+# results/record*: BC ~1-2 min, IQL ~5-9 min, offline SAC ~10 min, CQL and BCQ 24-29 min per 50k-step run, IQL ~1.48 h
+# per 1M-step run on the AMD EPYC (bfloat16), BC 0.40-0.43 h per 1M-step run on the Intel Xeon (bfloat16) and 1.06-1.07 h on an
 # AVX2-only AMD EPYC (float32). The shared commands at the end
 # (12 BCQ runs, 9 IQL, 9 BC and 6 10%BC runs of 1M steps) are about 26 CPU hours on the bfloat16 machines (the BCQ runs are done). BC's and
 # 10%BC's 1M runs come before IQL's: each fits in a session on any of the machines so far, while a float32 IQL run

@@ -161,6 +161,24 @@ def train_log(run: dict) -> list[dict]:
         return [row for row in map(json.loads, f) if row.get("kind") == "train"]
 
 
+def update_seconds(run: dict, log: list[dict] | None = None) -> float | None:
+    """Seconds of gradient updates the run took, evaluations excluded (``log``: its :func:`train_log`, read here if
+    not given). The training loop records them since step 0 in each log record (``update_s``); a run made before it
+    did is exact only if it ran in one part (``segments_s`` of one element): its steps over its last record's
+    ``updates_per_s``, a mean since the part began. For an older run resumed across parts this returns ``None``: its
+    log keeps each part's mean rate since that part began, not where the parts began. (Summing ``1000 / rate`` over
+    the records, which this function replaces, is not a time: each rate is a running mean.)"""
+    log = train_log(run) if log is None else log
+    if not log:
+        return None
+    last = log[-1]
+    if last.get("update_s") is not None:
+        return float(last["update_s"])
+    if len(run.get("segments_s") or []) == 1 and last.get("updates_per_s"):
+        return last["step"] / last["updates_per_s"]
+    return None
+
+
 def log_series(runs: list[dict], label: str, dataset: str, key: str):
     """One logged field of ``(label, dataset)`` over training: ``(steps, values)`` with ``values`` one row per seed,
     cut to the shortest log; ``None`` if no run has a log. A field missing from a record is a ``KeyError`` naming it

@@ -356,6 +356,10 @@ def train(agent, dataset: OfflineDataset, steps: int, *, batch_size: int = 256, 
     """Train ``agent`` on ``dataset`` for ``steps`` gradient steps; returns ``{"train": [...], "eval": [...],
     "segments_s": [...]}``, the last the wall-clock seconds of each part of the run (one unless resumed: each earlier
     part up to its checkpoint, kept in the checkpoint, ``None`` if that checkpoint did not record it; then this call's).
+    Each ``train`` entry has ``updates_per_s``, the mean rate since this part of the run started (evaluations
+    excluded), and ``update_s``, the seconds of updates since step 0 over every part (evaluations excluded; the
+    updates an interrupted part made after its checkpoint are not counted, as they are made again); ``update_s`` is
+    absent after a resume from a checkpoint that did not record it.
 
     ``dataset`` is used as given (already preprocessed, see :func:`prepare_dataset`); ``state_normalizer`` is
     applied to the environment's observations at evaluation, and both transforms are saved with checkpoints.
@@ -405,7 +409,7 @@ def train(agent, dataset: OfflineDataset, steps: int, *, batch_size: int = 256, 
     torch.manual_seed(seed)
     sampler = torch.Generator(device=device).manual_seed(seed)
     history: dict[str, list] = {"train": [], "eval": []}
-    start, resumed_running, earlier_segments = 0, ({}, 0), []
+    start, resumed_running, earlier_segments, earlier_update_s = 0, ({}, 0), [], 0.0
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
         if resume and (out / "checkpoint.pt").exists():
@@ -423,6 +427,7 @@ def train(agent, dataset: OfflineDataset, steps: int, *, batch_size: int = 256, 
             resumed_running = ck.get("running", ({}, 0))
             # seconds of each earlier part of the run, up to its checkpoint; None: a checkpoint that did not record it
             earlier_segments = ck.get("segments_s", [None])
+            earlier_update_s = ck.get("update_s")  # None: an older checkpoint, the earlier update time unknown
         elif resume:
             print(f"resume: no checkpoint in {out}, starting from step 0")
         # the logs end where the checkpoint was taken, even if the interrupted run got further
@@ -454,11 +459,16 @@ def train(agent, dataset: OfflineDataset, steps: int, *, batch_size: int = 256, 
             torch.save({"agent": agent.state_dict(), "step": step, "meta": meta, "versions": versions(),
                         **_transforms(state_normalizer, reward_transform), **extra}, tmp)
 
+    def update_seconds(part_s: float) -> float | None:
+        """Seconds of updates since step 0: this part's ``part_s`` (evaluations excluded) plus the earlier parts'."""
+        return None if earlier_update_s is None else earlier_update_s + part_s
+
     def checkpoint(step: int) -> None:
         cuda_rng = torch.cuda.get_rng_state(torch.device(device)) if torch.device(device).type == "cuda" else None
         save("checkpoint.pt", step, sampler=sampler.get_state(), torch_rng=torch.get_rng_state(), cuda_rng=cuda_rng,
              history=history, running=({k: float(v) for k, v in running.items()}, n_running),
-             segments_s=earlier_segments + [time.perf_counter() - t0])
+             segments_s=earlier_segments + [time.perf_counter() - t0],
+             update_s=update_seconds(time.perf_counter() - t0 - eval_seconds))
 
     # sums of the update logs since the last "train" entry, and how many updates they hold; a checkpoint keeps
     # them, so a run resumed between two log steps writes the same averages as one that never stopped
@@ -481,8 +491,11 @@ def train(agent, dataset: OfflineDataset, steps: int, *, batch_size: int = 256, 
                 sums = {k: float(v) for k, v in running.items()}  # the one read of the logs per window
                 if not sync_every_step:
                     _check_finite(sums, step, first=step - n_running + 1)
+                part_s = time.perf_counter() - t0 - eval_seconds
                 entry = {"step": step, **{k: v / n_running for k, v in sums.items()},
-                         "updates_per_s": (step - start) / (time.perf_counter() - t0 - eval_seconds)}
+                         "updates_per_s": (step - start) / part_s}
+                if earlier_update_s is not None:
+                    entry["update_s"] = update_seconds(part_s)
                 log("train", entry)
                 running, n_running = {}, 0
             if eval_every and (step % eval_every == 0 or step == steps):

@@ -383,3 +383,21 @@ def test_train_log_and_log_series_read_the_train_records(tmp_path):
     with pytest.raises(KeyError, match="'gap' is not logged by .*s0 .*alpha_prime"):
         plots.log_series(runs, "cql-lagrange", "a", "gap")
     assert plots.train_log({"path": str(tmp_path / "none")}) == []
+
+
+def test_update_seconds_from_the_log_or_from_a_one_part_run(tmp_path):
+    def run(rows, segments):
+        d = tmp_path / f"r{len(list(tmp_path.iterdir()))}"
+        d.mkdir()
+        (d / "log.jsonl").write_text("".join(json.dumps({"kind": "train", **r}) + "\n" for r in rows))
+        return {"path": str(d), "segments_s": segments}
+    # 1,000 updates at 100/s then 1,000 at 50/s: the running means are 100 and 66.7, the time 30 s (not 1000/100 +
+    # 1000/66.7 = 25 s, the sum this function replaces)
+    one_part = run([{"step": 1000, "updates_per_s": 100.0}, {"step": 2000, "updates_per_s": 2000 / 30}], [31.0])
+    assert plots.update_seconds(one_part) == pytest.approx(30.0)
+    logged = run([{"step": 1000, "updates_per_s": 100.0, "update_s": 10.0},
+                  {"step": 2000, "updates_per_s": 40.0, "update_s": 42.5}], [20.0, 25.0])
+    assert plots.update_seconds(logged) == 42.5                     # recorded: taken as it is, over both parts
+    two_parts = run([{"step": 1000, "updates_per_s": 100.0}, {"step": 2000, "updates_per_s": 50.0}], [None, 21.0])
+    assert plots.update_seconds(two_parts) is None                  # where the second part began is not known
+    assert plots.update_seconds({"path": str(tmp_path / "none"), "segments_s": [1.0]}) is None

@@ -27,8 +27,11 @@ def params(agent):
     return torch.cat([p.detach().flatten() for p in agent.actor.parameters()])
 
 
+TIMING = ("updates_per_s", "update_s")
+
+
 def strip_timing(history):
-    return {k: [{kk: vv for kk, vv in e.items() if kk != "updates_per_s"} for e in v] for k, v in history.items()
+    return {k: [{kk: vv for kk, vv in e.items() if kk not in TIMING} for e in v] for k, v in history.items()
             if k != "segments_s"}
 
 
@@ -56,6 +59,7 @@ def test_resume_gives_the_same_numbers(tmp_path, checkpoint_every):
     # the first run gets past its last checkpoint (30) before it stops at 45: the resumed run starts from 30 and
     # its logs must not keep the lines 31..45 of the interrupted run twice
     train(b1, ds, 45, out=tmp_path / "b", checkpoint_every=checkpoint_every, **kw)
+    at_checkpoint = torch.load(tmp_path / "b" / "checkpoint.pt", weights_only=False)["update_s"]
     torch.manual_seed(123)  # a fresh process builds a fresh agent: its initial weights must not matter
     b2 = BC(3, 1, -2, 2)
     resumed = train(b2, ds, 60, out=tmp_path / "b", checkpoint_every=checkpoint_every, resume=True, **kw)
@@ -63,13 +67,24 @@ def test_resume_gives_the_same_numbers(tmp_path, checkpoint_every):
     assert strip_timing(straight) == strip_timing(resumed)
     lines_a = [json.loads(x) for x in (tmp_path / "a" / "log.jsonl").read_text().splitlines()]
     lines_b = [json.loads(x) for x in (tmp_path / "b" / "log.jsonl").read_text().splitlines()]
-    assert [{k: v for k, v in e.items() if k != "updates_per_s"} for e in lines_a] == \
-           [{k: v for k, v in e.items() if k != "updates_per_s"} for e in lines_b]
+    assert [{k: v for k, v in e.items() if k not in TIMING} for e in lines_a] == \
+           [{k: v for k, v in e.items() if k not in TIMING} for e in lines_b]
     assert (tmp_path / "b" / "eval.csv").read_text().splitlines()[0] == "step,return_mean,return_std"
     assert (tmp_path / "b" / "agent.pt").exists()
     # the wall time of each part of a run: one part straight through, two when resumed (the first up to its checkpoint)
     assert len(straight["segments_s"]) == 1 and len(resumed["segments_s"]) == 2
     assert all(isinstance(t, float) and t > 0 for t in straight["segments_s"] + resumed["segments_s"])
+    # the update time since step 0: growing from entry to entry, carried across the resume, never above the wall time
+    for history, segments in ((straight, straight["segments_s"]), (resumed, resumed["segments_s"])):
+        update_s = [e["update_s"] for e in history["train"]]
+        assert len(update_s) == 6 and all(0 < a < b for a, b in zip(update_s, update_s[1:]))
+        assert update_s[-1] <= sum(segments)
+    assert at_checkpoint > 0
+    resumed_part = [e for e in resumed["train"] if e["step"] > checkpoint_every]
+    assert all(e["update_s"] > at_checkpoint for e in resumed_part)  # the resumed part adds to the first part's
+    # the rate is this part's mean: over the resumed part's own steps and seconds
+    assert resumed_part[-1]["updates_per_s"] == pytest.approx(
+        (60 - checkpoint_every) / (resumed_part[-1]["update_s"] - at_checkpoint), rel=1e-6)
 
 
 def test_a_checkpoint_without_segment_times_resumes_with_the_earlier_time_unknown(tmp_path):
@@ -82,6 +97,20 @@ def test_a_checkpoint_without_segment_times_resumes_with_the_earlier_time_unknow
     torch.save(ck, tmp_path / "checkpoint.pt")
     history = train(BC(3, 1, -2, 2), ds, 30, out=tmp_path, resume=True, **kw)
     assert history["segments_s"][0] is None and history["segments_s"][1] > 0
+
+
+def test_a_checkpoint_without_update_time_resumes_with_it_unknown(tmp_path):
+    ds = pendulum_like()
+    kw = dict(log_every=10, seed=3, progress=False, checkpoint_every=10)
+    train(BC(3, 1, -2, 2), ds, 20, out=tmp_path, **kw)
+    ck = torch.load(tmp_path / "checkpoint.pt", weights_only=False)
+    del ck["update_s"]                                     # as written before checkpoints recorded it
+    torch.save(ck, tmp_path / "checkpoint.pt")
+    history = train(BC(3, 1, -2, 2), ds, 40, out=tmp_path, resume=True, **kw)
+    assert [e["step"] for e in history["train"]] == [10, 20, 30, 40]
+    assert "update_s" in history["train"][0] and all("update_s" not in e for e in history["train"][2:])
+    ck = torch.load(tmp_path / "checkpoint.pt", weights_only=False)
+    assert ck["update_s"] is None                          # and stays unknown in later checkpoints
 
 
 def test_same_seed_same_numbers_different_seed_different():
