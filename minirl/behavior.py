@@ -181,8 +181,10 @@ def progress_bar(iterable=None, *, total: int, initial: int = 0, desc: str | Non
     stream = file if file is not None else sys.stderr
     terminal = bool(getattr(stream, "isatty", lambda: False)())
     miniters = None if terminal else max(1, (total - initial) // REDRAWS_OFF_TERMINAL)
+    # off a terminal, no maxinterval: tqdm's monitor thread sets miniters back to 1 once a bar has not redrawn for
+    # maxinterval seconds (10 by default), which a 1M-step run's 1% (minutes apart) always triggers
     return tqdm(iterable, total=total, initial=initial, desc=desc, disable=not enabled, mininterval=mininterval,
-                miniters=miniters, file=file)
+                miniters=miniters, maxinterval=10.0 if terminal else float("inf"), file=file)
 
 
 @torch.no_grad()

@@ -118,3 +118,15 @@ def test_progress_bar_disabled_writes_nothing():
     for _ in progress_bar(range(50), total=50, enabled=False, file=log):
         pass
     assert log.getvalue() == ""
+
+
+def test_progress_bar_off_a_terminal_keeps_its_pace_when_redraws_are_minutes_apart():
+    # tqdm's monitor thread resets miniters to 1 for a bar silent for longer than its maxinterval (10 s by default):
+    # a 1M-step run at 60 updates/s, redrawing every 1% (~3 min), then redrew every second in its log
+    from minirl.behavior import progress_bar
+    log = progress_bar(range(10**6), total=10**6, file=io.StringIO())
+    terminal = progress_bar(range(10**6), total=10**6, file=_Terminal())
+    silent_for = 3600.0                                      # seconds since the last redraw
+    assert log.miniters == 10**4 and not silent_for >= log.maxinterval   # the monitor's condition never holds
+    assert silent_for >= terminal.maxinterval                # on a terminal tqdm's default behaviour is kept
+    log.close(), terminal.close()
