@@ -428,6 +428,25 @@ def final_scores(runs: list[dict], label: str, dataset: str) -> np.ndarray:
     return np.array([float(r["score"]) for r in select(runs, label, dataset) if r.get("score") is not None])
 
 
+def late_scores(runs: list[dict], evaluations: int = 10) -> list[dict]:
+    """The runs with ``score`` replaced by the mean of their last ``evaluations`` evaluation scores (``curve``).
+
+    A run's final score is one evaluation (a few episodes); where single evaluations drop far below a flat curve now
+    and then, the mean of the last few is the steadier reading of where training ended.  Every other summary
+    (:func:`ci_summary`, :func:`baseline_table`) takes the returned runs as it takes the originals.
+    """
+    if isinstance(evaluations, bool) or not isinstance(evaluations, int) or evaluations < 1:
+        raise ValueError(f"evaluations: expected a positive integer, got {evaluations!r}")
+    out = []
+    for r in runs:
+        scores = np.asarray(r["curve"]["score"], dtype=float)
+        if scores.size < evaluations:
+            raise ValueError(f"evaluations: {r.get('path', r['label'])} has {scores.size} evaluations, fewer than "
+                             f"the {evaluations} asked for")
+        out.append({**r, "score": float(scores[-evaluations:].mean())})
+    return out
+
+
 def difference_ci(a, b, confidence: float = 0.95, n_boot: int = 10_000, seed: int = 0) -> tuple[float, float, float]:
     """``(mean(a) - mean(b), lo, hi)``: the difference of two independent groups' means (e.g. the seeds of two
     algorithms on one dataset) with a percentile bootstrap interval that resamples each group on its own.

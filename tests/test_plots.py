@@ -385,6 +385,19 @@ def test_train_log_and_log_series_read_the_train_records(tmp_path):
     assert plots.train_log({"path": str(tmp_path / "none")}) == []
 
 
+def test_late_scores_average_the_last_evaluations():
+    curve = {"step": np.arange(1, 6) * 1000, "score": np.array([10.0, 20.0, 90.0, 100.0, 40.0])}
+    runs = [{"label": "bc", "dataset": "a", "seed": 0, "score": 40.0, "curve": curve}]
+    (late,) = plots.late_scores(runs, 3)
+    assert late["score"] == pytest.approx((90.0 + 100.0 + 40.0) / 3) and runs[0]["score"] == 40.0  # a copy
+    assert plots.late_scores(runs, 1)[0]["score"] == 40.0                                        # the final score
+    assert plots.ci_summary(plots.late_scores(runs, 5))[("bc", "a")]["mean"] == pytest.approx(52.0)
+    with pytest.raises(ValueError, match="evaluations: .* has 5 evaluations, fewer than the 6"):
+        plots.late_scores(runs, 6)
+    with pytest.raises(ValueError, match="evaluations: expected a positive integer, got 0"):
+        plots.late_scores(runs, 0)
+
+
 def test_update_seconds_from_the_log_or_from_a_one_part_run(tmp_path):
     def run(rows, segments):
         d = tmp_path / f"r{len(list(tmp_path.iterdir()))}"
