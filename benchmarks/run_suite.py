@@ -338,6 +338,7 @@ def _train_and_record(out: Path, algo: str, dataset: str, seed: int, scale: str,
               "wall_time_s": None if history["wall_time"] is None else round(history["wall_time"], 1),
               "segments_s": [None if t is None else round(t, 1) for t in history["segments_s"]],
               "updates_per_s": last_train.get("updates_per_s"), "update_s": last_train.get("update_s"),
+              "update_cpu_s": last_train.get("update_cpu_s"),
               "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
               "hardware": hardware(), "command": command or " ".join(sys.argv)}
     (out / "result.json").write_text(json.dumps(result, indent=1))

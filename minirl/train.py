@@ -359,7 +359,10 @@ def train(agent, dataset: OfflineDataset, steps: int, *, batch_size: int = 256, 
     Each ``train`` entry has ``updates_per_s``, the mean rate since this part of the run started (evaluations
     excluded), and ``update_s``, the seconds of updates since step 0 over every part (evaluations excluded; the
     updates an interrupted part made after its checkpoint are not counted, as they are made again); ``update_s`` is
-    absent after a resume from a checkpoint that did not record it.
+    absent after a resume from a checkpoint that did not record it. ``update_cpu_s`` counts the same updates in this
+    process's CPU seconds (``time.process_time``, all its threads) instead of the clock's: a process that is stopped
+    (``kill -STOP``) or waits for a busy core adds to ``update_s`` but not to ``update_cpu_s``, so for a one-thread run
+    the two differ by exactly such pauses; it too is absent after a resume from a checkpoint that did not record it.
 
     ``dataset`` is used as given (already preprocessed, see :func:`prepare_dataset`); ``state_normalizer`` is
     applied to the environment's observations at evaluation, and both transforms are saved with checkpoints.
@@ -409,7 +412,7 @@ def train(agent, dataset: OfflineDataset, steps: int, *, batch_size: int = 256, 
     torch.manual_seed(seed)
     sampler = torch.Generator(device=device).manual_seed(seed)
     history: dict[str, list] = {"train": [], "eval": []}
-    start, resumed_running, earlier_segments, earlier_update_s = 0, ({}, 0), [], 0.0
+    start, resumed_running, earlier_segments, earlier_update_s, earlier_update_cpu_s = 0, ({}, 0), [], 0.0, 0.0
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
         if resume and (out / "checkpoint.pt").exists():
@@ -428,6 +431,7 @@ def train(agent, dataset: OfflineDataset, steps: int, *, batch_size: int = 256, 
             # seconds of each earlier part of the run, up to its checkpoint; None: a checkpoint that did not record it
             earlier_segments = ck.get("segments_s", [None])
             earlier_update_s = ck.get("update_s")  # None: an older checkpoint, the earlier update time unknown
+            earlier_update_cpu_s = ck.get("update_cpu_s")
         elif resume:
             print(f"resume: no checkpoint in {out}, starting from step 0")
         # the logs end where the checkpoint was taken, even if the interrupted run got further
@@ -459,21 +463,29 @@ def train(agent, dataset: OfflineDataset, steps: int, *, batch_size: int = 256, 
             torch.save({"agent": agent.state_dict(), "step": step, "meta": meta, "versions": versions(),
                         **_transforms(state_normalizer, reward_transform), **extra}, tmp)
 
-    def update_seconds(part_s: float) -> float | None:
-        """Seconds of updates since step 0: this part's ``part_s`` (evaluations excluded) plus the earlier parts'."""
-        return None if earlier_update_s is None else earlier_update_s + part_s
+    def part_seconds() -> tuple[float, float]:
+        """Seconds of updates in this part of the run (evaluations excluded), by the clock and in CPU time."""
+        return time.perf_counter() - t0 - eval_seconds, time.process_time() - c0 - eval_cpu_seconds
+
+    def update_seconds(part_s: float, part_cpu_s: float) -> dict[str, float]:
+        """Seconds of updates since step 0 (``update_s``, ``update_cpu_s``): this part's plus the earlier parts';
+        a clock the earlier parts did not record is left out."""
+        return {k: earlier + part for k, earlier, part in (("update_s", earlier_update_s, part_s),
+                                                          ("update_cpu_s", earlier_update_cpu_s, part_cpu_s))
+                if earlier is not None}
 
     def checkpoint(step: int) -> None:
         cuda_rng = torch.cuda.get_rng_state(torch.device(device)) if torch.device(device).type == "cuda" else None
         save("checkpoint.pt", step, sampler=sampler.get_state(), torch_rng=torch.get_rng_state(), cuda_rng=cuda_rng,
              history=history, running=({k: float(v) for k, v in running.items()}, n_running),
              segments_s=earlier_segments + [time.perf_counter() - t0],
-             update_s=update_seconds(time.perf_counter() - t0 - eval_seconds))
+             **{"update_s": None, "update_cpu_s": None, **update_seconds(*part_seconds())})
 
     # sums of the update logs since the last "train" entry, and how many updates they hold; a checkpoint keeps
     # them, so a run resumed between two log steps writes the same averages as one that never stopped
     running, n_running = resumed_running
     t0, eval_seconds = time.perf_counter(), 0.0
+    c0, eval_cpu_seconds = time.process_time(), 0.0
     bar = progress_bar(range(start, steps), initial=start, total=steps, enabled=progress,
                        desc=getattr(agent, "name", type(agent).__name__))
     with _interrupt_at_step_end() as stop:
@@ -491,15 +503,12 @@ def train(agent, dataset: OfflineDataset, steps: int, *, batch_size: int = 256, 
                 sums = {k: float(v) for k, v in running.items()}  # the one read of the logs per window
                 if not sync_every_step:
                     _check_finite(sums, step, first=step - n_running + 1)
-                part_s = time.perf_counter() - t0 - eval_seconds
-                entry = {"step": step, **{k: v / n_running for k, v in sums.items()},
-                         "updates_per_s": (step - start) / part_s}
-                if earlier_update_s is not None:
-                    entry["update_s"] = update_seconds(part_s)
-                log("train", entry)
+                part_s, part_cpu_s = part_seconds()
+                log("train", {"step": step, **{k: v / n_running for k, v in sums.items()},
+                              "updates_per_s": (step - start) / part_s, **update_seconds(part_s, part_cpu_s)})
                 running, n_running = {}, 0
             if eval_every and (step % eval_every == 0 or step == steps):
-                t_eval = time.perf_counter()
+                t_eval, c_eval = time.perf_counter(), time.process_time()
                 if has_value_estimate(agent):  # the returns and, from the same episodes, the critic's value check
                     check = value_check(agent, eval_env, eval_episodes, seed=10_000 * (seed + 1),
                                         state_normalizer=state_normalizer, reward_transform=reward_transform)
@@ -516,6 +525,7 @@ def train(agent, dataset: OfflineDataset, steps: int, *, batch_size: int = 256, 
                     entry |= {"score_mean": float(scores.mean()), "score_std": float(scores.std())}
                 log("eval", entry | values)
                 eval_seconds += time.perf_counter() - t_eval
+                eval_cpu_seconds += time.process_time() - c_eval
                 if out is not None:
                     _write_csv(out / "eval.csv", history["eval"])
                 bar.set_postfix(ret=f"{entry['return_mean']:.1f}")

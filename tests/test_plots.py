@@ -414,3 +414,39 @@ def test_update_seconds_from_the_log_or_from_a_one_part_run(tmp_path):
     two_parts = run([{"step": 1000, "updates_per_s": 100.0}, {"step": 2000, "updates_per_s": 50.0}], [None, 21.0])
     assert plots.update_seconds(two_parts) is None                  # where the second part began is not known
     assert plots.update_seconds({"path": str(tmp_path / "none"), "segments_s": [1.0]}) is None
+
+
+def test_published_table_puts_each_budget_final_and_late_beside_the_published_number():
+    def runs(cells, n_evals):
+        out = []
+        for (lab, d), finals in cells.items():
+            for i, s in enumerate(finals):
+                scores = np.full(n_evals, 10.0 * i)          # a flat curve at 0, 10, 20 ... ending at its final score
+                scores[-1] = s
+                out.append({"label": lab, "dataset": d, "seed": i, "score": s,
+                            "curve": {"step": np.arange(1, n_evals + 1), "score": scores}})
+        return out
+    short = runs({("bc", "a"): [10.0, 20.0, 30.0], ("cql", "a"): [5.0], ("bc", "z"): [1.0]}, 5)
+    long_ = runs({("bc", "a"): [40.0, 50.0]}, 10)
+    lines = plots.published_table([("a", "bc"), ("a", "cql"), ("a", "iql")], {("a", "bc"): 52.9},
+                                  [("ours, 50k", short, 5, None), ("ours, 1M", long_, 10, ["bc", "iql"])],
+                                  names={"bc": "BC"}, published_title="paper").splitlines()
+    assert lines[0] == ("| dataset | algorithm | paper | ours, 50k: final | last 5 evaluations | ours, 1M: final | "
+                        "last 10 evaluations |")
+    bc, cql, iql = lines[2:]
+    lo, hi = plots.bootstrap_ci([10.0, 20.0, 30.0])
+    # last 5 of seed i: four evaluations at 10 i and the final one: (0 + 10) / 5, (40 + 20) / 5, (80 + 30) / 5
+    late_lo, late_hi = plots.bootstrap_ci([2.0, 12.0, 22.0])
+    long_lo, long_hi = plots.bootstrap_ci([40.0, 50.0])
+    assert bc.startswith(f"| a | BC | 52.9 | 20.0 [{lo:.1f}, {hi:.1f}] (3) | 12.0 [{late_lo:.1f}, {late_hi:.1f}] | "
+                         f"45.0 [{long_lo:.1f}, {long_hi:.1f}] (2) |")
+    assert cql == "| a | cql | - | 5.0 [5.0, 5.0] (1) | 1.0 [1.0, 1.0] | - | - |"       # not run at 1M: not planned
+    assert iql == "| a | iql | - | not run yet | not run yet | not run yet | not run yet |"  # planned, not made
+    assert len(lines) == 5                                                 # dataset z is not a row: left out
+    with pytest.raises(ValueError, match=r"rows: expected \(dataset, label\) pairs"):
+        plots.published_table([("a",)], {}, [])
+    with pytest.raises(ValueError, match=r"budgets: expected \(title, runs, late, labels\)"):
+        plots.published_table([("a", "bc")], {}, [("ours", short, 5)])
+    with pytest.raises(ValueError, match="evaluations: .* has 5 evaluations, fewer than the 10"):
+        plots.published_table([("a", "bc")], {}, [("ours", short, 10, None)])
+

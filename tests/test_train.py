@@ -1,4 +1,5 @@
 import json
+import time
 
 import numpy as np
 import pytest
@@ -27,7 +28,7 @@ def params(agent):
     return torch.cat([p.detach().flatten() for p in agent.actor.parameters()])
 
 
-TIMING = ("updates_per_s", "update_s")
+TIMING = ("updates_per_s", "update_s", "update_cpu_s")
 
 
 def strip_timing(history):
@@ -111,6 +112,30 @@ def test_a_checkpoint_without_update_time_resumes_with_it_unknown(tmp_path):
     assert "update_s" in history["train"][0] and all("update_s" not in e for e in history["train"][2:])
     ck = torch.load(tmp_path / "checkpoint.pt", weights_only=False)
     assert ck["update_s"] is None                          # and stays unknown in later checkpoints
+
+
+def test_update_cpu_time_leaves_out_what_the_clock_counts_while_the_process_does_not_run(tmp_path):
+    # an update that sleeps stands for a process stopped (kill -STOP) or waiting for a core: the clock counts the
+    # sleep, the process's CPU time does not
+    class SleepyBC(BC):
+        def update(self, batch):
+            time.sleep(0.02)
+            return super().update(batch)
+
+    ds = pendulum_like()
+    kw = dict(log_every=10, seed=3, progress=False, checkpoint_every=20)
+    history = train(SleepyBC(3, 1, -2, 2), ds, 20, out=tmp_path, **kw)
+    (first, last) = history["train"]
+    assert last["update_s"] >= 20 * 0.02                                  # every sleep is on the clock
+    assert 0 < first["update_cpu_s"] < last["update_cpu_s"] < last["update_s"] - 15 * 0.02
+    ck = torch.load(tmp_path / "checkpoint.pt", weights_only=False)
+    assert ck["update_cpu_s"] == pytest.approx(last["update_cpu_s"], abs=0.05)
+    resumed = train(BC(3, 1, -2, 2), ds, 30, out=tmp_path, resume=True, **kw)
+    assert resumed["train"][-1]["update_cpu_s"] > ck["update_cpu_s"]     # carried across the resume
+    del ck["update_cpu_s"]                                                 # as written before checkpoints recorded it
+    torch.save(ck, tmp_path / "checkpoint.pt")
+    resumed = train(BC(3, 1, -2, 2), ds, 30, out=tmp_path, resume=True, **kw)
+    assert "update_cpu_s" not in resumed["train"][-1] and "update_s" in resumed["train"][-1]
 
 
 def test_same_seed_same_numbers_different_seed_different():
