@@ -476,10 +476,11 @@ def train(agent, dataset: OfflineDataset, steps: int, *, batch_size: int = 256, 
 
     def checkpoint(step: int) -> None:
         cuda_rng = torch.cuda.get_rng_state(torch.device(device)) if torch.device(device).type == "cuda" else None
+        seconds = update_seconds(*part_seconds())  # None in the checkpoint: still unknown when resumed from it
         save("checkpoint.pt", step, sampler=sampler.get_state(), torch_rng=torch.get_rng_state(), cuda_rng=cuda_rng,
              history=history, running=({k: float(v) for k, v in running.items()}, n_running),
              segments_s=earlier_segments + [time.perf_counter() - t0],
-             **{"update_s": None, "update_cpu_s": None, **update_seconds(*part_seconds())})
+             update_s=seconds.get("update_s"), update_cpu_s=seconds.get("update_cpu_s"))
 
     # sums of the update logs since the last "train" entry, and how many updates they hold; a checkpoint keeps
     # them, so a run resumed between two log steps writes the same averages as one that never stopped
