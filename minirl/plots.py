@@ -493,7 +493,7 @@ def baseline_table(runs: list[dict], labels, baselines, datasets, confidence: fl
                     continue
                 diff, lo, hi = difference_ci(s["scores"], base["scores"], confidence, n_boot, seed)
                 cells.append(f"{diff:+.1f} [{lo:+.1f}, {hi:+.1f}] {verdict(lo, hi)}")
-            lines.append(f"| {d} | {lab} | {s['mean']:.1f} [{s['lo']:.1f}, {s['hi']:.1f}] ({s['n']}) | "
+            lines.append(f"| {d} | {lab} | {ci_cell(s)} | "
                          + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -519,9 +519,8 @@ def published_table(rows, published: dict, budgets, names=None, published_title:
     ``(title, runs, late, labels)``, e.g. ``("ours, 1M steps", runs_1m, 10, ["bc", "10%bc", "iql"])``: each budget
     gives two columns, ``title: final`` (final scores: mean [lo, hi] (seeds), the ``confidence`` bootstrap interval of
     :func:`ci_summary`) and ``last {late} evaluations`` (:func:`late_scores`: mean [lo, hi], over the seeds of the
-    final column beside it). A row whose
-    label is not among the budget's ``labels`` (None: every label) shows ``-`` there, a row planned at that budget
-    but without runs ``not run yet``. ``names`` maps labels to the names printed."""
+    final column beside it). A row whose label is not among the budget's ``labels`` (None: every label) shows ``-``
+    there, a row planned at that budget but without runs ``not run yet``. ``names`` maps labels to the names printed."""
     rows = [tuple(r) for r in rows]
     if any(len(r) != 2 for r in rows):
         raise ValueError(f"rows: expected (dataset, label) pairs, got {rows!r}")
@@ -540,9 +539,7 @@ def published_table(rows, published: dict, budgets, names=None, published_title:
     lines = [header, "| --- | --- | ---: |" + " ---: | ---: |" * len(budgets)]
 
     def cell(s, seeds: bool) -> str:
-        if s is None:
-            return "not run yet"
-        return f"{s['mean']:.1f} [{s['lo']:.1f}, {s['hi']:.1f}]" + (f" ({s['n']})" if seeds else "")
+        return "not run yet" if s is None else ci_cell(s, seeds)
 
     for d, lab in rows:
         pub = published.get((d, lab))
@@ -618,6 +615,11 @@ def plot_sweep(ax, values, score_sets, color=None, name: str | None = None, conf
     return xs
 
 
+def ci_cell(s: dict, seeds: bool = True) -> str:
+    """One :func:`ci_summary` entry as a table cell: ``mean [lo, hi] (n)``, or without ``(n)``."""
+    return f"{s['mean']:.1f} [{s['lo']:.1f}, {s['hi']:.1f}]" + (f" ({s['n']})" if seeds else "")
+
+
 def ci_summary(runs: list[dict], labels=None, datasets=None, confidence: float = 0.95, n_boot: int = 10_000,
                seed: int = 0) -> dict[tuple[str, str], dict]:
     """``{(label, dataset): {"mean", "lo", "hi", "n", "scores"}}``: final normalised scores over seeds with a
@@ -676,7 +678,7 @@ def ci_table(runs: list[dict], labels=None, datasets=None, confidence: float = 0
         cells = []
         for lab in labels:
             s = summary.get((lab, d))
-            cells.append("not run" if s is None else f"{s['mean']:.1f} [{s['lo']:.1f}, {s['hi']:.1f}] ({s['n']})")
+            cells.append("not run" if s is None else ci_cell(s))
         lines.append(f"| {d} | " + " | ".join(cells) + " |")
     if aggregate:
         ran = [lab for lab in labels if any(summary.get((lab, d)) for d in datasets)]
