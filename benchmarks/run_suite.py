@@ -68,7 +68,7 @@ from pathlib import Path
 
 import torch
 
-from minirl import train
+from minirl import datasets, train
 from minirl.plots import load_results, score_table
 
 EXECUTORS = ("inline", "local", "slurm")
@@ -140,7 +140,7 @@ def run_label(algo: str, overrides: dict) -> str:
 
 
 def run_dir(root: Path, algo: str, dataset: str, seed: int, overrides: dict) -> Path:
-    return Path(root) / run_label(algo, overrides) / dataset / f"s{seed}"
+    return Path(root) / run_label(algo, overrides) / datasets.file_stem(dataset) / f"s{seed}"
 
 
 def run_one(root: Path, algo: str, dataset: str, seed: int, scale: str, overrides: dict, steps: int | None,

@@ -170,8 +170,13 @@ def recipe_key(name: str) -> str:
 def cache_path(name: str, n_transitions: int | None = None) -> Path:
     """Where dataset ``name`` with ``n_transitions`` (default: full size) is cached."""
     n = full_size(name) if n_transitions is None else n_transitions
-    stem = name.replace(":", "-").replace("/", "-")  # a Minari id holds slashes
-    return data_dir() / f"{stem}-n{n}-{recipe_key(name)}.npz"
+    return data_dir() / f"{file_stem(name)}-n{n}-{recipe_key(name)}.npz"
+
+
+def file_stem(name: str) -> str:
+    """Dataset ``name`` as one file or folder name: a Minari id's ``:`` and ``/`` become ``-``
+    (``minari:minirl/hopper/replay-150k-v0`` -> ``minari-minirl-hopper-replay-150k-v0``); minirl's own names are kept."""
+    return name.replace(":", "-").replace("/", "-")
 
 
 def make_dataset(name: str, n_transitions: int | None = None, progress: bool = True) -> OfflineDataset:
@@ -329,10 +334,10 @@ def dataset_info(name: str, n_transitions: int | None = None, progress: bool = T
 def episode_summary(names, n_transitions: int | None = None) -> str:
     """One line per dataset: its episodes and the normalised scores of its mean episode, of its best 10% of episodes
     (the data 10%BC clones) and of its best episode: how much room a dataset leaves above its baselines."""
-    lines = []
+    lines, width = [], max([22, *map(len, names)])
     for name in names:
         info = dataset_info(name, n_transitions, progress=False)
-        lines.append(f"{name:<22} {info['episodes']:6,d} episodes: mean episode {info['normalized_score_mean']:6.1f} | "
+        lines.append(f"{name:<{width}} {info['episodes']:6,d} episodes: mean episode {info['normalized_score_mean']:6.1f} | "
                      f"best {info['best_10pct_episodes']:,d} episodes (10%BC's data) "
                      f"{info['best_10pct_normalized_score_mean']:6.1f} | best episode {info['normalized_score_max']:6.1f}")
     return "\n".join(lines)

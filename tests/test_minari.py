@@ -104,3 +104,27 @@ def test_train_cli_on_a_local_minari_dataset(tmp_path, capsys):
     assert exit_.value.code == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "no local Minari dataset 'nobody/nothing-v0'" in err[0]
+
+
+def test_run_suite_on_a_minari_dataset_writes_one_folder_that_load_results_reads(tmp_path):
+    """A Minari id's ':' and '/' would make nested folders (which `plots.load_results`' `<label>/<dataset>/s<seed>`
+    does not see) and a ':' that Windows cannot check out: the run's folder is the id made one name."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from minirl import plots
+    repo = Path(__file__).resolve().parent.parent
+    task = get_task("pendulum")
+    make_dataset("pendulum-random", 600, progress=False).to_minari(
+        "minirl/pendulum/random-v0", "Pendulum-v1", ref_min_score=task.ref_random, ref_max_score=task.ref_expert)
+    cmd = [sys.executable, str(repo / "benchmarks" / "run_suite.py"), "--algos", "bc", "--datasets",
+           "minari:minirl/pendulum/random-v0", "--seeds", "0", "--scale", "smoke", "--steps", "20", "--root",
+           str(tmp_path / "results"), "--tag", "t", "--set", "hidden=[32,32]"]
+    done = subprocess.run(cmd, capture_output=True, text=True, cwd=repo, env=os.environ.copy())
+    assert done.returncode == 0, done.stderr[-2000:]
+    run = tmp_path / "results" / "t" / "bc-hidden=32,32" / "minari-minirl-pendulum-random-v0" / "s0"
+    assert (run / "result.json").exists()
+    [found] = plots.load_results(tmp_path / "results" / "t")
+    assert found["dataset"] == "minari:minirl/pendulum/random-v0" and found["path"] == str(run)
