@@ -4,8 +4,7 @@ Claim (b) of the results of record (IQL, CQL, BCQ above BC and 10%BC on mixed da
 ``hopper-medium-replay``: at 50,000 and at 1M steps IQL scores about what 10%BC scores (about 31), far below the
 published 94.7, while cloning the best tenth of D4RL's buffer already scores 75.9. The explanation the chapters test
 here is the data: our buffer holds 745 episodes (D4RL's ``hopper-medium-replay-v2`` 2,041, per the TFDS catalogue),
-its best tenth scores 41.1 and its best episode 83.9, because our SAC run reached the medium level after only 115,000
-steps. This script retrains SAC with the shipped recipe (``minirl/assets/hopper/sac_config.json``, seed 1) for
+its best tenth scores 41.1 and its best episode 83.9. This script retrains SAC with the shipped recipe (``minirl/assets/hopper/sac_config.json``, seed 1) for
 longer, cuts its replay buffer at several lengths (``--prefixes``), prints each buffer's episodes beside the shipped
 one, writes each as a local Minari dataset (``minari:minirl/hopper/replay-<k>k-v0``, scored with the Hopper task's
 references), and trains ``--algos`` on each at the ``cpu`` scale with ``benchmarks/run_suite.py``. If IQL clears 10%BC
@@ -39,10 +38,11 @@ CONFIG = REPO / "minirl" / "assets" / "hopper" / "sac_config.json"
 SHIPPED = "hopper-medium-replay"
 
 
-def minari_name(prefix: int) -> str:
-    """The dataset name of the buffer's first ``prefix`` transitions, e.g. ``minari:minirl/hopper/replay-150k-v0``."""
+def minari_id(prefix: int) -> str:
+    """The Minari id of the buffer's first ``prefix`` transitions, e.g. ``minirl/hopper/replay-150k-v0`` (minirl's
+    dataset name: ``minari:`` and the id)."""
     k = f"{prefix // 1000}k" if prefix % 1000 == 0 else str(prefix)
-    return f"{datasets.MINARI}minirl/hopper/replay-{k}-v0"
+    return f"minirl/hopper/replay-{k}-v0"
 
 
 def run_sac(out: Path, steps: int) -> list[dict]:
@@ -59,9 +59,10 @@ def run_sac(out: Path, steps: int) -> list[dict]:
 def export(out: Path, prefix: int) -> str:
     """The first ``prefix`` transitions of the run in ``out`` as a local Minari dataset (made once); its name."""
     from minirl.minari_io import minari_info
-    name = minari_name(prefix)
+    dataset_id = minari_id(prefix)
+    name = datasets.MINARI + dataset_id
     try:
-        if minari_info(name[len(datasets.MINARI):])["total_steps"] == prefix:
+        if minari_info(dataset_id)["total_steps"] == prefix:
             return name
     except (ValueError, FileNotFoundError):
         pass
@@ -70,7 +71,7 @@ def export(out: Path, prefix: int) -> str:
     ds = OfflineDataset(**behavior.replay_dataset(out, prefix), action_low=env.action_space.low,
                         action_high=env.action_space.high)
     env.close()
-    ds.to_minari(name[len(datasets.MINARI):], task.env_id, ref_min_score=task.ref_random,
+    ds.to_minari(dataset_id, task.env_id, ref_min_score=task.ref_random,
                  ref_max_score=task.ref_expert,
                  description=f"steps 0 to {prefix} of a SAC run of minirl's Hopper recipe (seed 1), in order")
     return name
