@@ -84,6 +84,21 @@ def same_as_shipped(out: Path, n: int) -> bool:
     return all(np.array_equal(ours[k], getattr(shipped, k)) for k in ours)
 
 
+def write_buffers(path: Path, out: Path, history: list[dict], same: bool | None, names: list[str]) -> Path:
+    """What the notebooks read without the SAC run or the Minari datasets (both outside git): each buffer's episodes
+    (:func:`minirl.datasets.dataset_info`) and the SAC run's evaluations, beside the shipped run's."""
+    from run_suite import hardware
+    shipped = [json.loads(line) for line in (CONFIG.parent / "sac_history.jsonl").read_text().splitlines() if line]
+    record = {"sac_run": {"config": json.loads((out / "config.json").read_text()), "first_buffer_is_shipped": same,
+                          "history": [{k: h[k] for k in ("step", "return_mean", "return_std")} for h in history]},
+              "shipped_run": {"history": [{k: h[k] for k in ("step", "return_mean", "return_std")} for h in shipped]},
+              "buffers": [datasets.dataset_info(n, progress=False) for n in names],
+              "written_on": hardware()}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(record, indent=1) + "\n")
+    return path
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--sac-dir", type=Path, default=None, help="the SAC run (default: $MINIRL_DATA/sac/hopper-s1)")
@@ -107,11 +122,13 @@ def main(argv=None) -> int:
     last = history[-1]
     print(f"SAC ({out}): {a.sac_steps:,} steps; evaluation return {last['return_mean']:.1f} at step {last['step']:,}")
     shipped = datasets.full_size(SHIPPED)
-    if a.sac_steps >= shipped:
-        same = same_as_shipped(out, shipped)
+    same = same_as_shipped(out, shipped) if a.sac_steps >= shipped else None
+    if same is not None:
         print(f"its first {shipped:,} transitions {'are' if same else 'are not'} the shipped {SHIPPED} buffer")
     names = [export(out, n) for n in prefixes]
     print(datasets.episode_summary([SHIPPED] + names))
+    record = write_buffers(Path(a.root) / a.tag / "buffers.json", out, history, same, [SHIPPED] + names)
+    print(f"buffers and the SAC run's evaluations written to {record}")
     if a.data_only:
         return 0
     cmd = [sys.executable, str(REPO / "benchmarks" / "run_suite.py"), "--scale", a.scale, "--precision", "auto",
