@@ -232,17 +232,22 @@ def evaluate(agent, env_id: str, episodes: int = 10, seed: int = 0,
 
 
 def _episodes(agent, env_id: str, episodes: int, seed: int, state_normalizer: StateNormalizer | None,
-              gamma: float = 1.0) -> dict:
+              gamma: float = 1.0, keep_states: bool = False) -> dict:
     """Run the deterministic policy for ``episodes`` seeded episodes side by side: the undiscounted ``returns``, the
-    ``discounted`` returns (``sum_t gamma^t r_t``), and the (normalised) start observations and first actions."""
+    ``discounted`` returns (``sum_t gamma^t r_t``), and the (normalised) start observations and first actions; with
+    ``keep_states``, also ``states``: each episode's observations as the environment gave them, ``(T_i, obs_dim)``."""
     envs = [make_env(env_id) for _ in range(episodes)]
     obs = np.stack([env.reset(seed=seed + i)[0] for i, env in enumerate(envs)]).astype(np.float32)
     returns, discounted = np.zeros(episodes), np.zeros(episodes)
     active = np.ones(episodes, bool)
+    visited = [[] for _ in range(episodes)]
     first = None
     t = 0
     while active.any():
         idx = np.flatnonzero(active)
+        if keep_states:
+            for i in idx:
+                visited[i].append(obs[i].copy())
         o = obs[idx] if state_normalizer is None else state_normalizer.transform(obs[idx])
         actions = np.asarray(agent.act(o, deterministic=True))
         if first is None:
@@ -255,7 +260,10 @@ def _episodes(agent, env_id: str, episodes: int, seed: int, state_normalizer: St
         t += 1
     for env in envs:
         env.close()
-    return {"returns": returns, "discounted": discounted, "start_obs": first[0], "start_actions": first[1]}
+    out = {"returns": returns, "discounted": discounted, "start_obs": first[0], "start_actions": first[1]}
+    if keep_states:
+        out["states"] = [np.stack(v) for v in visited]
+    return out
 
 
 def has_value_estimate(agent) -> bool:

@@ -214,6 +214,26 @@ def test_evaluate_is_seeded_and_batched():
     assert agent.calls[0] == 3 and len(agent.calls) == 2 * 200  # one batched call per step, 200-step episodes
 
 
+def test_episodes_keep_each_episodes_states_as_the_environment_gave_them():
+    from minirl.behavior import make_env
+    from minirl.train import _episodes
+
+    class Push:  # full torque: on Hopper each episode ends at its own step when the hopper falls
+        def act(self, obs, deterministic=True):
+            return np.ones((len(obs), 3), np.float32)
+    ep = _episodes(Push(), "Hopper-v5", 3, seed=7, state_normalizer=None, keep_states=True)
+    assert all(len(s) < 1000 for s in ep["states"])  # the hopper falls before the time limit
+    for i, states in enumerate(ep["states"]):
+        env = make_env("Hopper-v5")
+        obs = env.reset(seed=7 + i)[0]
+        for t in range(len(states)):  # replaying the same actions gives the same states, one per action taken
+            assert np.allclose(states[t], obs, atol=1e-6), (i, t)
+            obs, _, term, trunc, _ = env.step(np.ones(3, np.float32))
+        assert term or trunc  # the episode ended at the last kept state's action
+        env.close()
+    assert "states" not in _episodes(Push(), "Hopper-v5", 1, seed=7, state_normalizer=None)
+
+
 def test_value_check_compares_the_critic_with_the_discounted_return():
     """q_start is min_k Q_k(s0, pi(s0)) in raw reward units; mc_discounted is sum_t gamma^t r_t, computed here by hand."""
     import gymnasium as gym

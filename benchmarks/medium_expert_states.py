@@ -1,0 +1,172 @@
+"""Which behaviour does IQL's actor follow on hopper-medium-expert, and why? Advantages by source, visited states.
+
+On ``hopper-medium-expert`` IQL's 1M-step runs reach the expert's level early and then, at most later evaluations, score
+about 40, the level of the medium policy (the medium half's mean episode scores 41.6), while 10%BC, which clones only
+the best tenth of the episodes (all of them the expert's), stays near 118. This script reads agents saved during such a
+run (checkpoints, or ``agent.pt``) and measures, for each:
+
+1. **The advantage weights by source.** ``hopper-medium-expert`` is the medium dataset followed by the expert dataset,
+   so a transition's source is which half it is in. At the ``t``-th step of every episode (``--times``) and on a
+   random sample of all transitions: the mean advantage ``A = min_i Qtarget_i(s, a) - V(s)`` and the mean AWR weight
+   ``min(exp(beta A), max_weight)`` (what ``IQL.update`` computes) of the medium and of the expert transitions, and
+   the expert transitions' share of the summed weight beside their share of the count. Where the weights favour the
+   expert's actions, the first share exceeds the second.
+2. **Where its episodes go.** It runs the deterministic policy for ``--episodes`` episodes with the seeds of the run's
+   own evaluations (``10,000 * (seed + 1) + i``), and for every ``--stride``-th visited state finds the nearest
+   dataset state (Euclidean distance after the run's state normalisation) among ``--sample`` states drawn from each
+   half: the share of visited states whose nearest neighbour is an expert state says which behaviour's states the
+   episode is in.
+
+One JSON file per agent goes to ``--out`` (``step<k>.json``), and ``data.json`` with every episode of the dataset (its
+group, length and score), so that notebook 4 reads them without the 2M-transition roll-out. Usage::
+
+    OMP_NUM_THREADS=1 python benchmarks/medium_expert_states.py SNAPSHOT.pt [...] --config RUN/config.json \\
+        --out results/record-1m-states/iql-s1
+
+A snapshot is a ``checkpoint.pt`` copied while the run trained (the run deletes its checkpoint when it finishes);
+``--config`` is that run's ``config.json``. A finished run's directory with its ``agent.pt`` works too.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from minirl import datasets
+from minirl.train import _episodes, load_agent
+
+DATASET = "hopper-medium-expert"
+
+
+def load(path: Path, config: Path | None):
+    """The agent of a run directory, or of a checkpoint file with the run's ``config.json``."""
+    if path.is_dir():
+        return load_agent(path)
+    if config is None:
+        raise SystemExit(f"{path}: a checkpoint file needs --config (the run's config.json)")
+    with tempfile.TemporaryDirectory() as tmp:
+        shutil.copy(config, Path(tmp) / "config.json")
+        (Path(tmp) / "checkpoint.pt").symlink_to(path.resolve())
+        return load_agent(tmp)
+
+
+GROUPS = ("medium", "expert, ran 1,000 steps", "expert, fell")
+
+
+def episode_groups(ds, half: int) -> np.ndarray:
+    """Each transition's group (an index into GROUPS): the medium half's episodes, and the expert half's episodes
+    that ran to the 1,000-step limit or fell before it (about 4 in 10 of the expert's episodes fall, at ~300 steps)."""
+    group = np.zeros(len(ds), dtype=int)
+    for start, stop in ds.episode_bounds():
+        if start >= half:
+            group[start:stop] = 1 if stop - start == 1000 else 2
+    return group
+
+
+def weights_by_group(agent, obs: torch.Tensor, act: torch.Tensor, group: np.ndarray) -> dict:
+    """Per group of the transitions given: their number, mean advantage and mean AWR weight, and the group's share
+    of the summed weight beside its share of the count."""
+    with torch.no_grad():
+        q = agent.critic_target(obs, act).float().min(0).values
+        adv = (q - agent.V(obs).float()).numpy()
+    w = np.minimum(np.exp(agent.cfg.beta * adv), agent.cfg.max_exp_adv)
+    out = {}
+    for g, name in enumerate(GROUPS):
+        m = group == g
+        if m.any():
+            out[name] = {"n": int(m.sum()), "adv": float(adv[m].mean()), "weight": float(w[m].mean()),
+                         "share_of_count": float(m.mean()), "share_of_weight": float(w[m].sum() / w.sum())}
+    return out
+
+
+def nearest_is_expert(states: np.ndarray, reference: torch.Tensor, ref_expert: torch.Tensor, chunk: int = 50_000):
+    """For each state, whether its nearest reference state (Euclidean) is an expert one."""
+    q = torch.as_tensor(states, dtype=torch.float32)
+    best = torch.full((len(q),), float("inf"))
+    which = torch.zeros(len(q), dtype=torch.bool)
+    for lo in range(0, len(reference), chunk):
+        d = torch.cdist(q, reference[lo:lo + chunk])
+        m, i = d.min(1)
+        closer = m < best
+        best = torch.where(closer, m, best)
+        which = torch.where(closer, ref_expert[lo:lo + chunk][i], which)
+    return which.numpy()
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("agents", type=Path, nargs="+", help="checkpoint files (with --config) or finished run directories")
+    p.add_argument("--config", type=Path, default=None, help="the run's config.json, for checkpoint files")
+    p.add_argument("--out", type=Path, required=True, help="folder for one step<k>.json per agent")
+    p.add_argument("--times", type=int, nargs="+", default=[0, 10, 50, 100, 200, 280], help="episode steps to compare at")
+    p.add_argument("--all-sample", type=int, default=200_000, help="random transitions for the all-steps row")
+    p.add_argument("--episodes", type=int, default=10)
+    p.add_argument("--stride", type=int, default=4, help="every stride-th visited state is matched")
+    p.add_argument("--sample", type=int, default=200_000, help="dataset states drawn from each half for matching")
+    a = p.parse_args(argv)
+    torch.set_num_threads(1)
+    ds = datasets.load_dataset(DATASET, progress=False)
+    half = len(ds) // 2  # medium, then expert (minirl.datasets: medium-expert is the two tiers one after the other)
+    starts = np.array([b[0] for b in ds.episode_bounds()])
+    lengths = np.array([b[1] - b[0] for b in ds.episode_bounds()])
+    rng = np.random.default_rng(0)
+    ref_idx = np.concatenate([rng.choice(half, a.sample, replace=False),
+                              half + rng.choice(len(ds) - half, a.sample, replace=False)])
+    all_idx = rng.choice(len(ds), a.all_sample, replace=False)
+    group = episode_groups(ds, half)
+    a.out.mkdir(parents=True, exist_ok=True)
+    data = {"dataset": DATASET, "transitions": len(ds), "sha256": ds.fingerprint(), "groups": list(GROUPS),
+            "episodes": {"group": group[starts].tolist(), "length": lengths.tolist(),
+                         "score": np.round(datasets.normalized_score("hopper", ds.episode_returns()), 2).tolist()}}
+    (a.out / "data.json").write_text(json.dumps(data) + "\n")
+    for path in a.agents:
+        loaded = load(path, a.config)
+        agent, norm = loaded.agent, loaded.state_normalizer
+        settings = loaded.settings
+        if settings.get("data", {}).get("sha256") not in (None, data["sha256"]):
+            raise SystemExit(f"{path}: its run trained on another roll-out of {DATASET} (sha256 "
+                             f"{settings['data']['sha256'][:12]}...) than this machine's ({data['sha256'][:12]}...)")
+
+        def normed(x):
+            return torch.as_tensor(norm.transform(x) if norm is not None else x, dtype=torch.float32)
+
+        rows = {}
+        for t in a.times:
+            idx = starts[lengths > t] + t
+            rows[f"t={t}"] = weights_by_group(agent, normed(ds.observations[idx]), torch.as_tensor(ds.actions[idx]),
+                                              group[idx])
+        rows["all"] = weights_by_group(agent, normed(ds.observations[all_idx]), torch.as_tensor(ds.actions[all_idx]),
+                                       group[all_idx])
+        seed = 10_000 * (settings["seed"] + 1)  # the seeds of the run's own evaluations (minirl.train.train)
+        ep = _episodes(agent, loaded.env_id, a.episodes, seed, norm, keep_states=True)
+        reference = normed(ds.observations[ref_idx])
+        ref_expert = torch.as_tensor(ref_idx >= half)
+        episodes = []
+        for ret, states in zip(ep["returns"], ep["states"]):
+            near = nearest_is_expert(normed(states[::a.stride]).numpy(), reference, ref_expert)
+            episodes.append({"return": float(ret), "score": float(datasets.normalized_score("hopper", ret)),
+                             "length": len(states), "expert_neighbour_share": float(near.mean()),
+                             "expert_neighbour": near.astype(int).tolist()})
+        record = {"step": loaded.step, "run": {k: settings[k] for k in ("algo", "dataset", "seed", "steps")},
+                  "source": str(path), "eval_seeds": [seed, seed + a.episodes - 1], "stride": a.stride,
+                  "sample_per_half": a.sample, "weights": rows, "episodes": episodes}
+        out = a.out / f"step{loaded.step}.json"
+        out.write_text(json.dumps(record) + "\n")
+        print(f"step {loaded.step:>9,}: scores " + " ".join(f"{e['score']:.0f}" for e in episodes)
+              + " | lengths " + " ".join(str(e["length"]) for e in episodes)
+              + " | expert-neighbour share " + " ".join(f"{e['expert_neighbour_share']:.2f}" for e in episodes)
+              + f" -> {out}")
+        for k, row in rows.items():
+            print(f"  {k:>6}: " + "; ".join(f"{g} weight {r['weight']:.2f} (share {r['share_of_weight']:.2f} of "
+                                            f"{r['share_of_count']:.2f})" for g, r in row.items()))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
