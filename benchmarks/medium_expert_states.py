@@ -5,17 +5,18 @@ about 40, the level of the medium policy (the medium half's mean episode scores 
 the best tenth of the episodes (all of them the expert's), stays near 118. This script reads agents saved during such a
 run (checkpoints, or ``agent.pt``) and measures, for each:
 
-1. **The advantage weights by source.** ``hopper-medium-expert`` is the medium dataset followed by the expert dataset,
-   so a transition's source is which half it is in. At the ``t``-th step of every episode (``--times``) and on a
-   random sample of all transitions: the mean advantage ``A = min_i Qtarget_i(s, a) - V(s)`` and the mean AWR weight
-   ``min(exp(beta A), max_weight)`` (what ``IQL.update`` computes) of the medium and of the expert transitions, and
-   the expert transitions' share of the summed weight beside their share of the count. Where the weights favour the
-   expert's actions, the first share exceeds the second.
+1. **The advantage weights by group.** ``hopper-medium-expert`` is the medium dataset followed by the expert dataset,
+   so a transition's source is which half it is in; the expert's episodes are split into those that ran to the
+   1,000-step limit and those that fell. At the ``t``-th step of every episode (``--times``) and on a random sample
+   of all transitions, per group: the mean advantage ``A = min_i Qtarget_i(s, a) - V(s)``, the mean AWR weight
+   ``min(exp(beta A), max_weight)`` (what ``IQL.update`` computes), and the group's share of the summed weight beside
+   its share of the count. Where the weights favour a group's actions, the first share exceeds the second.
 2. **Where its episodes go.** It runs the deterministic policy for ``--episodes`` episodes with the seeds of the run's
    own evaluations (``10,000 * (seed + 1) + i``), and for every ``--stride``-th visited state finds the nearest
    dataset state (Euclidean distance after the run's state normalisation) among ``--sample`` states drawn from each
-   half: the share of visited states whose nearest neighbour is an expert state says which behaviour's states the
-   episode is in.
+   half, and keeps that state's group (medium, an expert episode that ran 1,000 steps, an expert episode that fell):
+   the share of visited states whose nearest neighbour is an expert state says which behaviour's states the episode
+   is in (``data.json`` holds the same share for some of the dataset's own episodes: a check that it separates them).
 
 One JSON file per agent goes to ``--out`` (``step<k>.json``), and ``data.json`` with every episode of the dataset (its
 group, length and score), so that notebook 4 reads them without the 2M-transition roll-out. Usage::
@@ -85,18 +86,38 @@ def weights_by_group(agent, obs: torch.Tensor, act: torch.Tensor, group: np.ndar
     return out
 
 
-def nearest_is_expert(states: np.ndarray, reference: torch.Tensor, ref_expert: torch.Tensor, chunk: int = 50_000):
-    """For each state, whether its nearest reference state (Euclidean) is an expert one."""
+def nearest_group(states: np.ndarray, reference: torch.Tensor, ref_group: torch.Tensor, chunk: int = 50_000):
+    """For each state, the group (an index into GROUPS) of its nearest reference state (Euclidean distance)."""
     q = torch.as_tensor(states, dtype=torch.float32)
     best = torch.full((len(q),), float("inf"))
-    which = torch.zeros(len(q), dtype=torch.bool)
+    which = torch.zeros(len(q), dtype=torch.long)
     for lo in range(0, len(reference), chunk):
         d = torch.cdist(q, reference[lo:lo + chunk])
         m, i = d.min(1)
         closer = m < best
         best = torch.where(closer, m, best)
-        which = torch.where(closer, ref_expert[lo:lo + chunk][i], which)
+        which = torch.where(closer, ref_group[lo:lo + chunk][i], which)
     return which.numpy()
+
+
+def calibrate(ds, half: int, normed, ref_idx, reference, ref_group, stride: int, rng, episodes: int = 40) -> dict:
+    """The measure on the dataset's own episodes: for ``episodes`` random episodes of each half, the share of their
+    states (every ``stride``-th, leaving out those in the reference sample) whose nearest reference state is an
+    expert one. Near 0 for the medium half and near 1 for the expert half if the measure tells them apart."""
+    bounds = ds.episode_bounds()
+    in_reference = np.zeros(len(ds), dtype=bool)
+    in_reference[ref_idx] = True
+    out = {}
+    for name, pick in (("medium", lambda b: b[0] < half), ("expert", lambda b: b[0] >= half)):
+        mine = [b for b in bounds if pick(b)]
+        shares = []
+        for k in rng.choice(len(mine), episodes, replace=False):
+            idx = np.arange(*mine[k])[::stride]
+            idx = idx[~in_reference[idx]]
+            shares.append(float((nearest_group(normed(ds.observations[idx]).numpy(), reference, ref_group) > 0).mean()))
+        out[name] = {"episodes": episodes, "mean": float(np.mean(shares)), "min": float(np.min(shares)),
+                     "max": float(np.max(shares))}
+    return out
 
 
 def main(argv=None) -> int:
@@ -124,7 +145,6 @@ def main(argv=None) -> int:
     data = {"dataset": DATASET, "transitions": len(ds), "sha256": ds.fingerprint(), "groups": list(GROUPS),
             "episodes": {"group": group[starts].tolist(), "length": lengths.tolist(),
                          "score": np.round(datasets.normalized_score("hopper", ds.episode_returns()), 2).tolist()}}
-    (a.out / "data.json").write_text(json.dumps(data) + "\n")
     for path in a.agents:
         loaded = load(path, a.config)
         agent, norm = loaded.agent, loaded.state_normalizer
@@ -146,15 +166,19 @@ def main(argv=None) -> int:
         seed = 10_000 * (settings["seed"] + 1)  # the seeds of the run's own evaluations (minirl.train.train)
         ep = _episodes(agent, loaded.env_id, a.episodes, seed, norm, keep_states=True)
         reference = normed(ds.observations[ref_idx])
-        ref_expert = torch.as_tensor(ref_idx >= half)
+        ref_group = torch.as_tensor(group[ref_idx])
+        if "calibration" not in data:  # once per run (one state normalisation): does the measure tell the halves apart?
+            data["calibration"] = calibrate(ds, half, normed, ref_idx, reference, ref_group, a.stride, rng)
+            (a.out / "data.json").write_text(json.dumps(data) + "\n")
+            print("calibration on the dataset's own episodes:", {k: round(v["mean"], 3) for k, v in data["calibration"].items()})
         episodes = []
         for ret, states in zip(ep["returns"], ep["states"]):
-            near = nearest_is_expert(normed(states[::a.stride]).numpy(), reference, ref_expert)
+            near = nearest_group(normed(states[::a.stride]).numpy(), reference, ref_group)
             episodes.append({"return": float(ret), "score": float(datasets.normalized_score("hopper", ret)),
-                             "length": len(states), "expert_neighbour_share": float(near.mean()),
-                             "expert_neighbour": near.astype(int).tolist()})
+                             "length": len(states), "expert_neighbour_share": float((near > 0).mean()),
+                             "nearest_group": near.tolist()})
         record = {"step": loaded.step, "run": {k: settings[k] for k in ("algo", "dataset", "seed", "steps")},
-                  "source": str(path), "eval_seeds": [seed, seed + a.episodes - 1], "stride": a.stride,
+                  "source": path.name, "eval_seeds": [seed, seed + a.episodes - 1], "stride": a.stride,
                   "sample_per_half": a.sample, "weights": rows, "episodes": episodes}
         out = a.out / f"step{loaded.step}.json"
         out.write_text(json.dumps(record) + "\n")

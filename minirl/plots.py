@@ -19,6 +19,14 @@ def _repo_root() -> Path:
     return Path(__file__).resolve().parent.parent
 
 
+def results_path(path: str | Path) -> Path:
+    """Where a results file or folder is: a relative ``path`` is looked up from the current directory first, then
+    from the repository (so a notebook in ``notebooks/`` finds ``results/replay-size/buffers.json``). The path is
+    returned whether or not it exists."""
+    given = Path(path)
+    return given if given.is_absolute() or given.exists() else _repo_root() / given
+
+
 def load_results(root: str | Path = "results/cpu") -> list[dict]:
     """Every finished run under ``root``, as a list of dicts (the fields of ``result.json``) with two additions:
     ``curve`` (a dict of numpy arrays ``step``, ``score``, ``return``, and the value check's ``q_start`` and
@@ -29,7 +37,7 @@ def load_results(root: str | Path = "results/cpu") -> list[dict]:
     saying where it looked, never an empty list that would make an empty table.
     """
     given = Path(root)
-    root = given if given.is_absolute() or given.exists() else _repo_root() / given
+    root = results_path(given)
     found = sorted(root.glob("*/*/s*/result.json"))
     if not found:
         where = str(given) if root == given else f"{given} nor {root}"

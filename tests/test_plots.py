@@ -1,6 +1,7 @@
 """minirl.plots statistics: the interquartile mean, bootstrap confidence intervals, the stratified bootstrap over
 datasets and the table of a comparison.  Expected values are computed by hand in the comments."""
 import json
+from pathlib import Path
 
 import matplotlib
 
@@ -450,3 +451,13 @@ def test_published_table_puts_each_budget_final_and_late_beside_the_published_nu
     with pytest.raises(ValueError, match="evaluations: .* has 5 evaluations, fewer than the 10"):
         plots.published_table([("a", "bc")], {}, [("ours", short, 10, None)])
 
+
+
+def test_results_path_finds_the_repositorys_results_from_another_directory(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # as a notebook in notebooks/ runs: results/ is not below the current directory
+    found = plots.results_path("results/README.md")
+    assert found.is_file() and found == Path(plots.__file__).resolve().parent.parent / "results" / "README.md"
+    (tmp_path / "results").mkdir()
+    (tmp_path / "results" / "README.md").write_text("mine")
+    assert plots.results_path("results/README.md").read_text() == "mine"  # the current directory comes first
+    assert plots.results_path(tmp_path / "absent.json") == tmp_path / "absent.json"
