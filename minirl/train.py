@@ -235,7 +235,7 @@ def _episodes(agent, env_id: str, episodes: int, seed: int, state_normalizer: St
               gamma: float = 1.0, keep_states: bool = False) -> dict:
     """Run the deterministic policy for ``episodes`` seeded episodes side by side: the undiscounted ``returns``, the
     ``discounted`` returns (``sum_t gamma^t r_t``), and the (normalised) start observations and first actions; with
-    ``keep_states``, also ``states``: each episode's observations as the environment gave them, ``(T_i, obs_dim)``."""
+    ``keep_states``, also ``states``: each episode's observations before normalisation (float32), ``(T_i, obs_dim)``."""
     envs = [make_env(env_id) for _ in range(episodes)]
     obs = np.stack([env.reset(seed=seed + i)[0] for i, env in enumerate(envs)]).astype(np.float32)
     returns, discounted = np.zeros(episodes), np.zeros(episodes)
