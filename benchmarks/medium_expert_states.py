@@ -1,8 +1,9 @@
-"""Which behaviour does IQL's actor follow on hopper-medium-expert, and why? Advantages by source, visited states.
+"""Which behaviour does IQL's actor follow on hopper-medium-expert? AWR weights by group of episode, visited states.
 
 On ``hopper-medium-expert`` IQL's 1M-step runs reach the expert's level early and then, at most later evaluations, score
-about 40, the level of the medium policy (the medium half's mean episode scores 41.6), while 10%BC, which clones only
-the best tenth of the episodes (all of them the expert's), stays near 118. This script reads agents saved during such a
+about 40, about the mean score of the medium half's episodes (41.6) and of the expert's episodes that fall (43.2),
+while 10%BC, which clones only the best tenth of the episodes (all of them the expert's full-length ones), stays near
+118. This script reads agents saved during such a
 run (checkpoints, or ``agent.pt``) and measures, for each:
 
 1. **The advantage weights by group.** ``hopper-medium-expert`` is the medium dataset followed by the expert dataset,
