@@ -41,6 +41,7 @@ import numpy as np
 import torch
 
 from minirl import datasets
+from minirl.iql import awr_weights, value_target
 from minirl.train import _episodes, load_agent
 
 DATASET = "hopper-medium-expert"
@@ -74,10 +75,10 @@ def episode_groups(ds, half: int) -> np.ndarray:
 def weights_by_group(agent, obs: torch.Tensor, act: torch.Tensor, group: np.ndarray) -> dict:
     """Per group of the transitions given: their number, mean advantage and mean AWR weight, and the group's share
     of the summed weight beside its share of the count."""
-    with torch.no_grad():
-        q = agent.critic_target(obs, act).float().min(0).values
-        adv = (q - agent.V(obs).float()).numpy()
-    w = np.minimum(np.exp(agent.cfg.beta * adv), agent.cfg.max_exp_adv)
+    with torch.no_grad():  # as IQL.update computes them
+        adv = value_target(agent.critic_target(obs, act).float()) - agent.V(obs).float()
+    w = awr_weights(adv, agent.cfg.beta, agent.cfg.max_exp_adv).numpy()
+    adv = adv.numpy()
     out = {}
     for g, name in enumerate(GROUPS):
         m = group == g
