@@ -1,0 +1,138 @@
+"""Do the expert's falling episodes pull IQL off the expert's level on hopper-medium-expert? Train without them.
+
+IQL's 1M-step runs on ``hopper-medium-expert`` (``results/record-1m``) score near the expert's level until about
+120,000 steps and then, at most evaluations, about 40. ``benchmarks/medium_expert_states.py`` found their falling
+episodes in the expert's states, following the expert's own falling episodes (528 of its 1,352 episodes in the data fall,
+at a median of 318 steps), and AWR weights that, past the first steps, do not tell those from the expert's full-length
+episodes. That is a description, not a cause. This script makes the test: the same data without the expert's falling
+episodes (the medium half untouched), written as a local Minari dataset (``minari:minirl/hopper/medium-expert-nofalls-v0``),
+and IQL trained on it with the settings of the record runs' first ``--steps`` steps: the ``cpu`` scale, bfloat16 where
+the CPU has it, evaluations every 20,000 steps and the cosine actor schedule of a 1M-step run (``--set
+max_steps=1000000``), so that each run is, but for the data, the record run of its seed cut at ``--steps``.
+
+The rule, fixed before the runs: over the evaluations from ``--window`` (140,000 to 300,000 steps, 9 per run), take each
+run's mean score. **The expert's falling episodes explain the drop** if the runs without them score higher than the
+record runs on the full data by a 95% bootstrap interval (over seeds) above 0 *and* stay at the expert's level (their
+mean over the window 100 or more); **they explain part of it** if the interval is above 0 but the mean stays below 100;
+**they do not** if the interval reaches 0. ``--check`` first trains the full data with the same settings for 40,000
+steps (seed 0) and compares its evaluations with the record run's: the cut runs are the record runs' settings only if
+they match.
+
+    OMP_NUM_THREADS=1 taskset -c 1 python benchmarks/medium_expert_falls.py --check --seeds 0 1 2
+
+Runs go to ``results/record-1m-falls`` (the check to ``results/record-1m-falls-check``); the dataset to
+``$MINARI_DATASETS_PATH`` (outside git, remade from ``hopper-medium-expert`` if missing). Each phase resumes.
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from minirl import datasets, plots
+
+REPO = Path(__file__).resolve().parent.parent
+SOURCE = "hopper-medium-expert"
+DATASET_ID = "minirl/hopper/medium-expert-nofalls-v0"
+LIMIT = 1000  # Hopper's episode limit: an episode shorter than this fell (terminated)
+
+
+def without_expert_falls(ds):
+    """``hopper-medium-expert`` (the medium tier followed by the expert tier, equal halves) without the expert half's
+    episodes shorter than the 1,000-step limit; the episodes kept and the number dropped."""
+    half = len(ds) // 2
+    bounds = ds.episode_bounds()
+    keep = [i for i, (start, stop) in enumerate(bounds) if start < half or stop - start == LIMIT]
+    return ds.select_episodes(keep), len(bounds) - len(keep)
+
+
+def export() -> str:
+    """The dataset without the expert's falling episodes as a local Minari dataset (made once); its minirl name."""
+    from minirl.minari_io import minari_info
+    name = datasets.MINARI + DATASET_ID
+    ds = datasets.load_dataset(SOURCE, progress=False)
+    kept, dropped = without_expert_falls(ds)
+    try:
+        if minari_info(DATASET_ID)["total_steps"] == len(kept):
+            return name
+    except (ValueError, FileNotFoundError):
+        pass
+    task = datasets.get_task("hopper")
+    kept.to_minari(DATASET_ID, task.env_id, ref_min_score=task.ref_random, ref_max_score=task.ref_expert,
+                   description=f"{SOURCE} (sha256 {ds.fingerprint()[:12]}) without the {dropped} episodes of its "
+                               f"expert half that end before {LIMIT} steps")
+    return name
+
+
+def suite(names: list[str], tag: str, steps: int, seeds: list[int], root: str) -> None:
+    cmd = [sys.executable, str(REPO / "benchmarks" / "run_suite.py"), "--scale", "cpu", "--precision", "auto",
+           "--threads", "1", "--root", root, "--tag", tag, "--algos", "iql", "--datasets", *names,
+           "--seeds", *map(str, seeds), "--steps", str(steps), "--eval-every", "20000",
+           "--set", "max_steps=1000000"]
+    if subprocess.run(cmd, cwd=REPO).returncode:
+        raise SystemExit(f"run_suite failed: {' '.join(cmd)}")
+
+
+def evaluations(run: Path) -> dict[int, float]:
+    """A run's normalised evaluation scores by step (from ``eval.csv``, also while it trains)."""
+    with open(run / "eval.csv") as f:
+        return {int(r["step"]): float(r["score_mean"]) for r in csv.DictReader(f)}
+
+
+def window_means(runs: list[Path], lo: int, hi: int) -> dict[str, float]:
+    """Each run's mean score over its evaluations at steps ``lo`` to ``hi``, for runs that reached ``hi``."""
+    out = {}
+    for run in runs:
+        ev = evaluations(run)
+        if hi in ev:
+            out[run.name] = float(np.mean([v for s, v in ev.items() if lo <= s <= hi]))
+    return out
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    p.add_argument("--steps", type=int, default=300_000, help="gradient steps of each run (of a 1M-step schedule)")
+    p.add_argument("--window", type=int, nargs=2, default=[140_000, 300_000], metavar=("FROM", "TO"))
+    p.add_argument("--check", action="store_true", help="first reproduce the record run (seed 0) for 40,000 steps")
+    p.add_argument("--root", default="results")
+    p.add_argument("--record", default="results/record-1m/iql/hopper-medium-expert",
+                   help="the full-data runs to compare with")
+    a = p.parse_args(argv)
+    lo, hi = a.window
+    if not 0 < lo <= hi <= a.steps:
+        p.error(f"--window: expected 0 < FROM <= TO <= --steps ({a.steps}), got {lo} {hi}")
+    record = Path(a.record)
+    if a.check:
+        suite([SOURCE], "record-1m-falls-check", 40_000, [0], a.root)
+        ours = evaluations(Path(a.root) / "record-1m-falls-check" / "iql" / SOURCE / "s0")
+        theirs = evaluations(record / "s0")
+        pairs = [(s, ours[s], theirs.get(s)) for s in sorted(ours)]
+        print("check, seed 0 on the full data (step, this run, the record run):", pairs)
+        if any(t is None or abs(o - t) > 1e-6 for _, o, t in pairs):
+            print("the evaluations differ: the cut runs are not the record runs' settings on this machine")
+    name = export()
+    info = datasets.dataset_info(name, progress=False)
+    print(f"{name}: {info['transitions']:,} transitions, {info['episodes']:,} episodes")
+    suite([name], "record-1m-falls", a.steps, a.seeds, a.root)
+    runs = Path(a.root) / "record-1m-falls" / "iql" / datasets.file_stem(name)
+    cut = window_means([runs / f"s{s}" for s in a.seeds], lo, hi)
+    full = window_means(sorted(record.glob("s*")), lo, hi)
+    print(f"mean score over the evaluations at {lo:,}-{hi:,} steps, per seed")
+    print("  without the expert's falling episodes:", {k: round(v, 1) for k, v in cut.items()})
+    print("  the full data (record runs):          ", {k: round(v, 1) for k, v in full.items()})
+    if len(cut) >= 2 and len(full) >= 2:
+        diff, low, high = plots.difference_ci(list(cut.values()), list(full.values()))
+        verdict = ("do not explain the drop" if plots.verdict(low, high) != "above" else
+                   "explain the drop" if np.mean(list(cut.values())) >= 100 else "explain part of the drop")
+        print(f"  difference {diff:+.1f} [{low:+.1f}, {high:+.1f}] (95% bootstrap over seeds): "
+              f"the expert's falling episodes {verdict}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
