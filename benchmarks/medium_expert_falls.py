@@ -77,6 +77,12 @@ def suite(names: list[str], tag: str, steps: int, seeds: list[int], root: str) -
         raise SystemExit(f"run_suite failed: {' '.join(cmd)}")
 
 
+def run_dir(tag: Path, name: str, seed: int) -> Path:
+    """Where run_suite puts a run of this script: ``<tag>/iql-max_steps=1000000/<dataset>/s<seed>`` (the label
+    names the --set value)."""
+    return tag / "iql-max_steps=1000000" / datasets.file_stem(name) / f"s{seed}"
+
+
 def evaluations(run: Path) -> dict[int, float]:
     """A run's normalised evaluation scores by step (from ``eval.csv``, also while it trains)."""
     with open(run / "eval.csv") as f:
@@ -109,7 +115,7 @@ def main(argv=None) -> int:
     record = Path(a.record)
     if a.check:
         suite([SOURCE], "record-1m-falls-check", 40_000, [0], a.root)
-        ours = evaluations(Path(a.root) / "record-1m-falls-check" / "iql" / SOURCE / "s0")
+        ours = evaluations(run_dir(Path(a.root) / "record-1m-falls-check", SOURCE, 0))
         theirs = evaluations(record / "s0")
         pairs = [(s, ours[s], theirs.get(s)) for s in sorted(ours)]
         print("check, seed 0 on the full data (step, this run, the record run):", pairs)
@@ -119,8 +125,7 @@ def main(argv=None) -> int:
     info = datasets.dataset_info(name, progress=False)
     print(f"{name}: {info['transitions']:,} transitions, {info['episodes']:,} episodes")
     suite([name], "record-1m-falls", a.steps, a.seeds, a.root)
-    runs = Path(a.root) / "record-1m-falls" / "iql" / datasets.file_stem(name)
-    cut = window_means([runs / f"s{s}" for s in a.seeds], lo, hi)
+    cut = window_means([run_dir(Path(a.root) / "record-1m-falls", name, s) for s in a.seeds], lo, hi)
     full = window_means(sorted(record.glob("s*")), lo, hi)
     print(f"mean score over the evaluations at {lo:,}-{hi:,} steps, per seed")
     print("  without the expert's falling episodes:", {k: round(v, 1) for k, v in cut.items()})
