@@ -2,8 +2,8 @@
 
 IQL's 1M-step runs on ``hopper-medium-expert`` (``results/record-1m``) score near the expert's level until about
 120,000 steps and then, at most evaluations, about 40. ``benchmarks/medium_expert_states.py`` found their falling
-episodes in the expert's states, following the expert's own falling episodes (528 of its 1,352 episodes in the data fall,
-at a median of 318 steps), and AWR weights that, past the first steps, do not tell those from the expert's full-length
+episodes in the expert's states, following the expert's own falling episodes (528 of its 1,352 episodes in the data end
+before 1,000 steps, at a median of 318: 527 fall, the last is cut by the dataset's end), and AWR weights that, past the first steps, do not tell those from the expert's full-length
 episodes. That is a description, not a cause. This script makes the test: the same data without the expert's falling
 episodes (the medium half untouched), written as a local Minari dataset (``minari:minirl/hopper/medium-expert-nofalls-v0``),
 and IQL trained on it with the settings of the record runs' first ``--steps`` steps: the ``cpu`` scale, bfloat16 where
@@ -38,7 +38,8 @@ from minirl import datasets, plots
 REPO = Path(__file__).resolve().parent.parent
 SOURCE = "hopper-medium-expert"
 DATASET_ID = "minirl/hopper/medium-expert-nofalls-v0"
-LIMIT = 1000  # Hopper's episode limit: an episode shorter than this fell (terminated)
+LIMIT = 1000  # Hopper's episode limit: an episode shorter than this fell (terminated), but for the expert half's
+# last episode, which the dataset's end cuts at 303 steps (527 of the 528 dropped end with a terminal)
 
 
 def without_expert_falls(ds):
@@ -120,7 +121,8 @@ def main(argv=None) -> int:
         pairs = [(s, ours[s], theirs.get(s)) for s in sorted(ours)]
         print("check, seed 0 on the full data (step, this run, the record run):", pairs)
         if any(t is None or abs(o - t) > 1e-6 for _, o, t in pairs):
-            print("the evaluations differ: the cut runs are not the record runs' settings on this machine")
+            raise SystemExit("--check: the evaluations differ from the record run's, so runs on this machine are not "
+                             "the record runs cut short; compare against full-data runs made here instead (--record)")
     name = export()
     info = datasets.dataset_info(name, progress=False)
     print(f"{name}: {info['transitions']:,} transitions, {info['episodes']:,} episodes")
