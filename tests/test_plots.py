@@ -452,7 +452,6 @@ def test_published_table_puts_each_budget_final_and_late_beside_the_published_nu
         plots.published_table([("a", "bc")], {}, [("ours", short, 10, None)])
 
 
-
 def test_results_path_finds_the_repositorys_results_from_another_directory(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # as a notebook in notebooks/ runs: results/ is not below the current directory
     found = plots.results_path("results/README.md")
