@@ -26,7 +26,6 @@ Runs go to ``results/record-1m-falls`` (the check to ``results/record-1m-falls-c
 from __future__ import annotations
 
 import argparse
-import csv
 import subprocess
 import sys
 from pathlib import Path
@@ -52,21 +51,13 @@ def without_expert_falls(ds):
 
 
 def export() -> str:
-    """The dataset without the expert's falling episodes as a local Minari dataset (made once); its minirl name."""
-    from minirl.minari_io import minari_info
-    name = datasets.MINARI + DATASET_ID
+    """The dataset without the expert's falling episodes as a local Minari dataset (made once); its minirl name.
+    The source is loaded and filtered every time, for the size an existing copy must have."""
     ds = datasets.load_dataset(SOURCE, progress=False)
     kept, dropped = without_expert_falls(ds)
-    try:
-        if minari_info(DATASET_ID)["total_steps"] == len(kept):
-            return name
-    except (ValueError, FileNotFoundError):
-        pass
-    task = datasets.get_task("hopper")
-    kept.to_minari(DATASET_ID, task.env_id, ref_min_score=task.ref_random, ref_max_score=task.ref_expert,
-                   description=f"{SOURCE} (sha256 {ds.fingerprint()[:12]}) without the {dropped} episodes of its "
-                               f"expert half that end before {LIMIT} steps")
-    return name
+    return datasets.to_local_minari(DATASET_ID, "hopper", len(kept), lambda: (
+        kept, f"{SOURCE} (sha256 {ds.fingerprint()[:12]}) without the {dropped} episodes of its expert half that end "
+              f"before {LIMIT} steps"))
 
 
 def suite(names: list[str], tag: str, steps: int, seeds: list[int], root: str) -> None:
@@ -82,22 +73,6 @@ def run_dir(tag: Path, name: str, seed: int) -> Path:
     """Where run_suite puts a run of this script: ``<tag>/iql-max_steps=1000000/<dataset>/s<seed>`` (the label
     names the --set value)."""
     return tag / "iql-max_steps=1000000" / datasets.file_stem(name) / f"s{seed}"
-
-
-def evaluations(run: Path) -> dict[int, float]:
-    """A run's normalised evaluation scores by step (from ``eval.csv``, also while it trains)."""
-    with open(run / "eval.csv") as f:
-        return {int(r["step"]): float(r["score_mean"]) for r in csv.DictReader(f)}
-
-
-def window_means(runs: list[Path], lo: int, hi: int) -> dict[str, float]:
-    """Each run's mean score over its evaluations at steps ``lo`` to ``hi``, for runs that reached ``hi``."""
-    out = {}
-    for run in runs:
-        ev = evaluations(run)
-        if hi in ev:
-            out[run.name] = float(np.mean([v for s, v in ev.items() if lo <= s <= hi]))
-    return out
 
 
 def main(argv=None) -> int:
@@ -116,8 +91,8 @@ def main(argv=None) -> int:
     record = Path(a.record)
     if a.check:
         suite([SOURCE], "record-1m-falls-check", 40_000, [0], a.root)
-        ours = evaluations(run_dir(Path(a.root) / "record-1m-falls-check", SOURCE, 0))
-        theirs = evaluations(record / "s0")
+        ours = plots.evaluations(run_dir(Path(a.root) / "record-1m-falls-check", SOURCE, 0))
+        theirs = plots.evaluations(record / "s0")
         pairs = [(s, ours[s], theirs.get(s)) for s in sorted(ours)]
         print("check, seed 0 on the full data (step, this run, the record run):", pairs)
         if any(t is None or abs(o - t) > 1e-6 for _, o, t in pairs):
@@ -127,9 +102,11 @@ def main(argv=None) -> int:
     info = datasets.dataset_info(name, progress=False)
     print(f"{name}: {info['transitions']:,} transitions, {info['episodes']:,} episodes")
     suite([name], "record-1m-falls", a.steps, a.seeds, a.root)
-    cut = window_means([run_dir(Path(a.root) / "record-1m-falls", name, s) for s in a.seeds], lo, hi)
-    full = window_means(sorted(record.glob("s*")), lo, hi)
+    cut, short = plots.window_means([run_dir(Path(a.root) / "record-1m-falls", name, s) for s in a.seeds], lo, hi)
+    full, short_full = plots.window_means(sorted(record.glob("s*")), lo, hi)
     print(f"mean score over the evaluations at {lo:,}-{hi:,} steps, per seed")
+    for run in short + short_full:
+        print(f"  left out, its evaluations do not reach {hi:,} steps yet: {run}")
     print("  without the expert's falling episodes:", {k: round(v, 1) for k, v in cut.items()})
     print("  the full data (record runs):          ", {k: round(v, 1) for k, v in full.items()})
     if len(cut) >= 2 and len(full) >= 2:

@@ -58,23 +58,14 @@ def run_sac(out: Path, steps: int) -> list[dict]:
 
 def export(out: Path, prefix: int) -> str:
     """The first ``prefix`` transitions of the run in ``out`` as a local Minari dataset (made once); its name."""
-    from minirl.minari_io import minari_info
-    dataset_id = minari_id(prefix)
-    name = datasets.MINARI + dataset_id
-    try:
-        if minari_info(dataset_id)["total_steps"] == prefix:
-            return name
-    except (ValueError, FileNotFoundError):
-        pass
-    task = datasets.get_task("hopper")
-    env = behavior.make_env(task.env_id)
-    ds = OfflineDataset(**behavior.replay_dataset(out, prefix), action_low=env.action_space.low,
-                        action_high=env.action_space.high)
-    env.close()
-    ds.to_minari(dataset_id, task.env_id, ref_min_score=task.ref_random,
-                 ref_max_score=task.ref_expert,
-                 description=f"steps 0 to {prefix} of a SAC run of minirl's Hopper recipe (seed 1), in order")
-    return name
+    def build():
+        env = behavior.make_env(datasets.get_task("hopper").env_id)
+        ds = OfflineDataset(**behavior.replay_dataset(out, prefix), action_low=env.action_space.low,
+                            action_high=env.action_space.high)
+        env.close()
+        return ds, f"steps 0 to {prefix} of a SAC run of minirl's Hopper recipe (seed 1), in order"
+
+    return datasets.to_local_minari(minari_id(prefix), "hopper", prefix, build)
 
 
 def same_as_shipped(out: Path, n: int) -> bool:

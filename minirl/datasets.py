@@ -98,6 +98,33 @@ def _minari_task(name: str) -> Task:
                 {"minari": int(info["total_steps"])}, "", None, (), info)
 
 
+def to_local_minari(dataset_id: str, task: str, steps: int, build) -> str:
+    """The local Minari dataset ``dataset_id`` (e.g. ``"minirl/hopper/replay-150k-v0"``) made by ``build()``, which
+    returns an :class:`OfflineDataset` of ``steps`` transitions on the environment of ``task`` (e.g. ``"hopper"``)
+    and the dataset's description; the task's random and expert returns become its reference scores. Returns its
+    minirl name, ``minari:<dataset_id>``.
+
+    Made once: a local dataset of that id with ``steps`` steps is kept and ``build`` is not called; one of another
+    size is a ``ValueError`` (Minari does not overwrite a dataset: ``minari delete <id>`` removes it), and so is a
+    ``build()`` of the wrong size."""
+    from .minari_io import minari_info
+    try:
+        have = minari_info(dataset_id)["total_steps"]
+    except ValueError:  # no local dataset of that id
+        have = None
+    if have == steps:
+        return MINARI + dataset_id
+    if have is not None:
+        raise ValueError(f"{dataset_id}: a local Minari dataset of {have} steps exists, expected {steps}; remove it "
+                         f"(minari delete {dataset_id}) to make it again")
+    ds, description = build()
+    if len(ds) != steps:
+        raise ValueError(f"build: expected a dataset of {steps} transitions for {dataset_id!r}, got {len(ds)}")
+    t = get_task(task)
+    ds.to_minari(dataset_id, t.env_id, ref_min_score=t.ref_random, ref_max_score=t.ref_expert, description=description)
+    return MINARI + dataset_id
+
+
 def available_tasks() -> list[str]:
     return [t for t in TASKS if (ASSETS / t / "manifest.json").exists()]
 

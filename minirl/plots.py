@@ -62,6 +62,29 @@ def load_results(root: str | Path = "results/cpu") -> list[dict]:
     return runs
 
 
+def evaluations(run: str | Path | dict) -> dict[int, float]:
+    """A run's normalised evaluation scores by step, read from its ``eval.csv``: ``run`` is a run folder (finished or
+    still training) or a run of :func:`load_results`."""
+    path = Path(run["path"] if isinstance(run, dict) else run) / "eval.csv"
+    with open(path) as f:
+        return {int(r["step"]): float(r["score_mean"]) for r in csv.DictReader(f)}
+
+
+def window_means(runs, lo: int, hi: int) -> tuple[dict[str, float], list[str]]:
+    """Each run's mean evaluation score over steps ``lo`` to ``hi`` (keyed by the run folder's name, ``s<seed>``),
+    for the runs whose evaluations reach ``hi``; and the folders of the runs that do not reach it yet, which are left
+    out. ``runs``: run folders or runs of :func:`load_results`."""
+    means, short = {}, []
+    for run in runs:
+        path = Path(run["path"] if isinstance(run, dict) else run)
+        ev = evaluations(path)
+        if hi in ev:
+            means[path.name] = float(np.mean([v for s, v in ev.items() if lo <= s <= hi]))
+        else:
+            short.append(str(path))
+    return means, short
+
+
 def select(runs: list[dict], label: str | None = None, dataset: str | None = None) -> list[dict]:
     """The runs with this ``label`` (algorithm plus overrides, e.g. ``iql`` or ``iql-expectile=0.9``) and dataset."""
     return [r for r in runs if (label is None or r["label"] == label) and (dataset is None or r["dataset"] == dataset)]

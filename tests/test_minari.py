@@ -128,3 +128,28 @@ def test_run_suite_on_a_minari_dataset_writes_one_folder_that_load_results_reads
     assert (run / "result.json").exists()
     [found] = plots.load_results(tmp_path / "results" / "t")
     assert found["dataset"] == "minari:minirl/pendulum/random-v0" and found["path"] == str(run)
+
+
+def test_to_local_minari_makes_once_and_refuses_a_different_size():
+    from minirl.datasets import to_local_minari
+    ds = make_dataset("hopper-medium", 2500, progress=False)
+    calls = []
+
+    def build(n):
+        def f():
+            calls.append(n)
+            return ds.select_episodes(range(n)), f"the first {n} episodes"
+        return f
+
+    three = len(ds.select_episodes(range(3)))
+    assert to_local_minari("test/hopper/part-v0", "hopper", three, build(3)) == "minari:test/hopper/part-v0"
+    assert to_local_minari("test/hopper/part-v0", "hopper", three, build(3)) == "minari:test/hopper/part-v0"
+    assert calls == [3]  # made once: the second call finds it with the size asked for
+    info = minari_info("test/hopper/part-v0")
+    assert info["total_steps"] == three and info["ref_max_score"] == get_task("hopper").ref_expert
+    with pytest.raises(ValueError, match=f"test/hopper/part-v0: a local Minari dataset of {three} steps exists, "
+                                         "expected 7; remove it"):
+        to_local_minari("test/hopper/part-v0", "hopper", 7, build(2))
+    assert calls == [3]
+    with pytest.raises(ValueError, match="build: expected a dataset of 5 transitions"):
+        to_local_minari("test/hopper/other-v0", "hopper", 5, build(1))

@@ -460,3 +460,17 @@ def test_results_path_finds_the_repositorys_results_from_another_directory(tmp_p
     (tmp_path / "results" / "README.md").write_text("mine")
     assert plots.results_path("results/README.md").read_text() == "mine"  # the current directory comes first
     assert plots.results_path(tmp_path / "absent.json") == tmp_path / "absent.json"
+
+
+def test_evaluations_and_window_means_name_the_runs_left_out(tmp_path):
+    for seed, scores in ((0, [10, 20, 30, 40]), (1, [50, 60, 70])):  # seed 1 still training: no 40k evaluation
+        out = tmp_path / f"s{seed}"
+        out.mkdir()
+        (out / "eval.csv").write_text("step,return_mean,return_std,score_mean,score_std\n" + "".join(
+            f"{10_000 * (i + 1)},1,0,{v},0\n" for i, v in enumerate(scores)))
+    assert plots.evaluations(tmp_path / "s1") == {10_000: 50.0, 20_000: 60.0, 30_000: 70.0}
+    assert plots.evaluations({"path": str(tmp_path / "s0")})[40_000] == 40.0  # a run of load_results
+    means, short = plots.window_means([tmp_path / "s0", tmp_path / "s1"], 20_000, 40_000)
+    assert means == {"s0": 30.0} and short == [str(tmp_path / "s1")]
+    means, short = plots.window_means([tmp_path / "s0", tmp_path / "s1"], 20_000, 30_000)
+    assert means == {"s0": 25.0, "s1": 65.0} and short == []
