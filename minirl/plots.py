@@ -62,11 +62,15 @@ def load_results(root: str | Path = "results/cpu") -> list[dict]:
     return runs
 
 
+def _run_folder(run: str | Path | dict) -> Path:
+    """A run folder, given as itself or as a run of :func:`load_results`."""
+    return Path(run["path"] if isinstance(run, dict) else run)
+
+
 def evaluations(run: str | Path | dict) -> dict[int, float]:
     """A run's normalised evaluation scores by step, read from its ``eval.csv``: ``run`` is a run folder (finished or
     still training) or a run of :func:`load_results`."""
-    path = Path(run["path"] if isinstance(run, dict) else run) / "eval.csv"
-    with open(path) as f:
+    with open(_run_folder(run) / "eval.csv") as f:
         return {int(r["step"]): float(r["score_mean"]) for r in csv.DictReader(f)}
 
 
@@ -76,7 +80,7 @@ def window_means(runs, lo: int, hi: int) -> tuple[dict[str, float], list[str]]:
     out. ``runs``: run folders or runs of :func:`load_results`."""
     means, short = {}, []
     for run in runs:
-        path = Path(run["path"] if isinstance(run, dict) else run)
+        path = _run_folder(run)
         ev = evaluations(path)
         if hi in ev:
             means[path.name] = float(np.mean([v for s, v in ev.items() if lo <= s <= hi]))
