@@ -25,7 +25,7 @@ import torch
 from torch import nn
 from torch.func import functional_call, stack_module_state, vmap
 
-from minirl import iql, nets, train
+from minirl import devices, iql, nets, runs
 
 sys.path.insert(0, str(Path(__file__).parent))
 from speed import _timed_loop, synthetic_dataset  # noqa: E402  (beside this file)
@@ -105,7 +105,7 @@ def make_agents(data, k: int, device: str = "cpu") -> list[iql.IQL]:
     agents = []
     for seed in range(k):
         torch.manual_seed(seed)
-        agents.append(train.make_agent("iql", data, device, max_steps=1_000_000)[0])
+        agents.append(runs.make_agent("iql", data, device, max_steps=1_000_000)[0])
     return agents
 
 
@@ -184,13 +184,13 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     agent = make_agents(data, 1)[0]
     for precision in ("float32", "bf16"):
-        ctx = train.autocast("cpu", precision == "bf16")
+        ctx = devices.autocast("cpu", precision == "bf16")
 
         def plain():
             with ctx:
                 return agent.update(data.sample(args.batch_size, "cpu", gens[0]))
         rows.append((f"minirl iql.py, one seed, {precision}", 1, _timed_loop(plain, args.seconds, "cpu")[0]))
-    ctx = train.autocast("cpu", True)
+    ctx = devices.autocast("cpu", True)
 
     def one_bf16_update():
         with ctx:

@@ -42,7 +42,8 @@ import torch
 
 from minirl import datasets
 from minirl.iql import awr_weights, value_target
-from minirl.train import _episodes, load_agent
+from minirl.evaluation import _episodes
+from minirl.runs import load_agent
 
 DATASET = "hopper-medium-expert"
 

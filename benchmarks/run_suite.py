@@ -68,7 +68,7 @@ from pathlib import Path
 
 import torch
 
-from minirl import datasets, train
+from minirl import cli, config, datasets, devices, runs, train
 from minirl.plots import load_results, score_table
 
 EXECUTORS = ("inline", "local", "slurm")
@@ -321,10 +321,10 @@ def _mark_queued(out: Path, job: str) -> None:
 def _train_and_record(out: Path, algo: str, dataset: str, seed: int, scale: str, overrides: dict,
                       steps: int | None, device: str, precision: str = "float32", threads: int | None = None,
                       eval_every: int | None = None, command: str | None = None) -> dict:
-    sc = train.get_scale(scale)
+    sc = runs.get_scale(scale)
     n_steps = steps if steps is not None else sc.steps_for(algo)
     interrupted = (out / "checkpoint.pt").exists()  # resumed; anything else left in out is a run that saved nothing
-    history = train.run(algo, dataset, scale=scale, steps=n_steps, seed=seed, device=device, out=out,
+    history = runs.run(algo, dataset, scale=scale, steps=n_steps, seed=seed, device=device, out=out,
                         overrides=overrides, checkpoint_every=checkpoint_every(n_steps), resume=interrupted,
                         overwrite=not interrupted, precision=precision, threads=threads, eval_every=eval_every)
     last_train = history["train"][-1] if history["train"] else {}
@@ -352,7 +352,7 @@ def write_summary(root: Path) -> Path | None:
     in one step, so jobs that finish at the same time never leave a mixed file."""
     if not any(root.glob("*/*/s*/result.json")):
         return None
-    runs = load_results(root)
+    finished = load_results(root)
     path = root / "summary.csv"
     tmp = root / f".summary.csv.{HOST}.{os.getpid()}.tmp"
     keys = ["label", "algo", "dataset", "seed", "scale", "steps", "score", "return", "wall_time_s",
@@ -360,7 +360,7 @@ def write_summary(root: Path) -> Path | None:
     with open(tmp, "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=keys, extrasaction="ignore")
         w.writeheader()
-        for r in sorted(runs, key=lambda r: (r["label"], r["dataset"], r["seed"])):
+        for r in sorted(finished, key=lambda r: (r["label"], r["dataset"], r["seed"])):
             w.writerow(r)
     os.replace(tmp, path)
     return path
@@ -491,34 +491,34 @@ def _check_executor(a, device: str) -> dict:
     if a.executor == "inline":
         for flag, value in {**local_or_slurm, **slurm_only}.items():
             if value is not None:
-                raise train.UserError(f"{flag} needs --executor local or slurm (the default, inline, makes the runs "
+                raise config.UserError(f"{flag} needs --executor local or slurm (the default, inline, makes the runs "
                                       f"in this process)" if flag in local_or_slurm else
                                       f"{flag} needs --executor slurm")
         return {}
     if a.executor == "local":
         for flag, value in slurm_only.items():
             if value is not None:
-                raise train.UserError(f"{flag} needs --executor slurm" + (
+                raise config.UserError(f"{flag} needs --executor slurm" + (
                     " (local jobs run on this machine while this command waits)" if flag == "--no-wait" else ""))
     if a.max_parallel is not None:
-        train.at_least("--max-parallel", a.max_parallel, 1)
+        config.at_least("--max-parallel", a.max_parallel, 1)
     if a.timeout_min is not None:
-        train.at_least("--timeout-min", a.timeout_min, 1)
+        config.at_least("--timeout-min", a.timeout_min, 1)
     gpus = a.slurm_gpus_per_task
     if gpus is not None:
-        train.at_least("--slurm-gpus-per-task", gpus, 0)
+        config.at_least("--slurm-gpus-per-task", gpus, 0)
     cuda = torch.device(device).type == "cuda"
     if a.executor == "slurm":
         if gpus == 0 and cuda:
-            raise train.UserError(f"--slurm-gpus-per-task 0 with --device {device}: the runs would see no GPU")
+            raise config.UserError(f"--slurm-gpus-per-task 0 with --device {device}: the runs would see no GPU")
         if a.slurm_partition is not None and not a.slurm_partition.strip():
-            raise train.UserError("--slurm-partition must name a partition, got ''")
+            raise config.UserError("--slurm-partition must name a partition, got ''")
     try:
         import submitit  # noqa: F401
     except ImportError:
-        raise train.UserError(f"--executor {a.executor} needs submitit: {CLUSTER_EXTRA}") from None
+        raise config.UserError(f"--executor {a.executor} needs submitit: {CLUSTER_EXTRA}") from None
     if a.executor == "slurm" and not (shutil.which("sbatch") and shutil.which("srun")):
-        raise train.UserError("--executor slurm needs sbatch and srun on PATH: submit from a SLURM login node")
+        raise config.UserError("--executor slurm needs sbatch and srun on PATH: submit from a SLURM login node")
     if a.executor == "local":
         cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
         return {"max_parallel": a.max_parallel or max(1, cores // a.threads), "timeout_min": a.timeout_min,
@@ -549,7 +549,7 @@ def _submit_and_wait(a, kind: str, settings: dict, root: Path, todo: list[SuiteJ
         if not a.jobs_dir and not (folder / ".gitignore").exists():
             (folder / ".gitignore").write_text("# submitit's pickles and logs: not results\n*\n")
     except OSError as e:
-        raise train.UserError(f"--jobs-dir {folder}: cannot write there ({e.strerror})") from None
+        raise config.UserError(f"--jobs-dir {folder}: cannot write there ({e.strerror})") from None
     executor = _make_executor(kind, folder, settings, a.threads, root.name)
     waiting, running, failed = list(todo), [], []
     with _workers_import_minirl():
@@ -626,7 +626,7 @@ def _end(root: Path, failed: list, submitted: int) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--algos", nargs="+", required=True, choices=sorted(train.ALGORITHMS))
+    p.add_argument("--algos", nargs="+", required=True, choices=sorted(runs.ALGORITHMS))
     p.add_argument("--datasets", nargs="+", required=True)
     p.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     p.add_argument("--scale", default=None, help="smoke | cpu | full (default: $MINIRL_SCALE or cpu)")
@@ -637,7 +637,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--set", nargs="+", action="extend", default=[], metavar="NAME=VALUE",
                    help="config fields for every run, parsed by their type (see python -m minirl train --help)")
     p.add_argument("--device", default="cpu")
-    p.add_argument("--precision", choices=train.PRECISIONS, default=None,
+    p.add_argument("--precision", choices=devices.PRECISIONS, default=None,
                    help="auto (default): bf16 where the hardware computes it natively, float32 elsewhere; bf16 "
                         "(bfloat16 autocast in the updates); float32. The tag defaults to <scale>-<precision ran>, "
                         "e.g. cpu-bf16")
@@ -660,7 +660,7 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("--slurm-gpus-per-task", type=int, default=None, metavar="N",
                    help="GPUs per run (default: 1 with --device cuda, else none)")
     a = p.parse_args(argv)
-    with train.user_errors(p.prog):
+    with cli.user_errors(p.prog):
         return _suite(a)
 
 
@@ -671,36 +671,36 @@ def _check_remote_device(device: str) -> str:
     except (RuntimeError, TypeError):
         kind = None
     if kind not in ("cpu", "cuda", "mps"):
-        train.check_device(device)  # its one-line error
+        devices.check_device(device)  # its one-line error
     return device
 
 
 def _suite(a) -> int:
     """Check every setting of the grid before the first run, then run (or submit) what is missing."""
-    scale = train.get_scale(a.scale)
-    precision = train.requested_precision(a.precision, a.amp)
+    scale = runs.get_scale(a.scale)
+    precision = devices.requested_precision(a.precision, a.amp)
     if a.executor == "slurm":  # the runs' nodes, not this login node, have the GPUs
         device = _check_remote_device(a.device)
         if precision == "auto" and not a.tag:  # the default tag says whether bf16 was used
-            raise train.UserError(f"--precision auto{' (the default)' if a.precision is None else ''} is decided by "
+            raise config.UserError(f"--precision auto{' (the default)' if a.precision is None else ''} is decided by "
                                   "the machine that runs: with --executor slurm choose --precision float32 or bf16, "
                                   "or give --tag")
         resolved = precision  # auto (with a tag): each node decides, and result.json records what it chose
     else:
-        device = train.check_device(a.device)
-        resolved = train.resolve_precision(precision, device)
-    train.at_least("--threads", a.threads, 1)
+        device = devices.check_device(a.device)
+        resolved = devices.resolve_precision(precision, device)
+    config.at_least("--threads", a.threads, 1)
     for seed in a.seeds:
-        train.at_least("--seeds", seed, 0)
+        config.at_least("--seeds", seed, 0)
     if a.steps is not None:
-        train.at_least("--steps", a.steps, 1)
+        config.at_least("--steps", a.steps, 1)
     if a.eval_every is not None:
-        train.at_least("--eval-every", a.eval_every, 1)
+        config.at_least("--eval-every", a.eval_every, 1)
     for dataset in a.datasets:
-        train.check_dataset(dataset)
-    overrides = {algo: train.parse_overrides(algo, a.set) for algo in a.algos}
+        runs.check_dataset(dataset)
+    overrides = {algo: runs.parse_overrides(algo, a.set) for algo in a.algos}
     for algo in a.algos:
-        train.make_config(algo, overrides[algo])
+        runs.make_config(algo, overrides[algo])
     settings = _check_executor(a, device)
     torch.set_num_threads(a.threads)
     root = Path(a.root) / (a.tag or default_tag(scale.name, resolved))

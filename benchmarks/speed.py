@@ -18,7 +18,7 @@ batch sampling included, evaluation excluded.
 Python loop and every logged value turned into a Python float (``.item()``) at every step, which is how many
 reference implementations are written; the ratio says what the batched ensemble and the absence of host syncs buy.
 
-``--amp`` adds minirl's update under bfloat16 autocast (``minirl.train.autocast``, what ``train --amp`` runs:
+``--amp`` adds minirl's update under bfloat16 autocast (``minirl.devices.autocast``, what ``train --amp`` runs:
 hidden layers in bfloat16, output layers, losses and parameters in float32) and its ratio to d3rlpy's float32
 update. The target column judges the float32 update only: equal sizes *and* equal precision.
 
@@ -53,7 +53,7 @@ from typing import Iterator
 import numpy as np
 import torch
 
-from minirl import nets, train
+from minirl import devices, nets, runs
 from minirl.data import OfflineDataset
 
 sys.path.insert(0, str(Path(__file__).parent))  # corl_peer.py beside this file
@@ -112,24 +112,24 @@ SIZES = "full"  # whose network sizes minirl's agents take: a scale name (--scal
 
 def make_minirl(algo: str, data: OfflineDataset, device: str, overrides: dict | None = None):
     """minirl's agent ``algo`` at the sizes of scale :data:`SIZES` (a long cosine schedule where the config has one)."""
-    overrides = {**train.get_scale(SIZES).config_for(algo), **(overrides or {})}
-    if "max_steps" in train._config_fields(algo):
+    overrides = {**runs.get_scale(SIZES).config_for(algo), **(overrides or {})}
+    if "max_steps" in runs._config_fields(algo):
         overrides.setdefault("max_steps", 1_000_000)
-    return train.make_agent(algo, data, device, **overrides)
+    return runs.make_agent(algo, data, device, **overrides)
 
 
 def time_updates(algo: str, data: OfflineDataset, batch_size: int, seconds: float, device: str,
                  unfused: bool = False, overrides: dict | None = None, amp: bool = False,
                  compile: bool = False) -> float:
     """Updates per second of ``algo`` over ``seconds`` after a warm-up (under bfloat16 autocast if ``amp``; with
-    every network compiled by ``train.compile_agent`` if ``compile``, the warm-up then includes the compilation)."""
+    every network compiled by ``devices.compile_agent`` if ``compile``, the warm-up then includes the compilation)."""
     torch.manual_seed(0)
     agent, _ = make_minirl(algo, data, device, overrides)
     if compile:
-        train.compile_agent(agent)
+        devices.compile_agent(agent)
     gen = torch.Generator(device=device).manual_seed(0)
     ctx = unfused_critics() if unfused else contextlib.nullcontext()
-    precision = train.autocast(device, amp)
+    precision = devices.autocast(device, amp)
     with ctx:
         def step():
             with precision:
@@ -218,7 +218,7 @@ def _d3rlpy_device(device: str) -> str:
 
 def minirl_config(algo: str):
     """minirl's config of ``algo`` at the sizes of scale :data:`SIZES` (with presets such as ``cql-lagrange``'s)."""
-    return train.make_config(algo, train.get_scale(SIZES).config_for(algo))
+    return runs.make_config(algo, runs.get_scale(SIZES).config_for(algo))
 
 
 def make_d3rlpy(algo: str, data: OfflineDataset, d3data, batch_size: int, device: str, d3rlpy):
@@ -361,7 +361,7 @@ def profile_updates(algo: str, data: OfflineDataset, batch_size: int, updates: i
     torch.manual_seed(0)
     agent, _ = make_minirl(algo, data, device)
     gen = torch.Generator(device=device).manual_seed(0)
-    precision = train.autocast(device, amp)
+    precision = devices.autocast(device, amp)
 
     def step():
         with precision:
@@ -412,7 +412,7 @@ def _loadavg() -> str:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--algos", nargs="+", default=["bc", "bcq", "cql", "iql"], choices=sorted(train.ALGORITHMS))
+    p.add_argument("--algos", nargs="+", default=["bc", "bcq", "cql", "iql"], choices=sorted(runs.ALGORITHMS))
     p.add_argument("--batch-size", type=int, default=256)
     p.add_argument("--seconds", type=float, default=15.0, help="timing window per measurement")
     p.add_argument("--device", default="cpu")
@@ -431,9 +431,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--adam", choices=["fused", "plain"], default="fused",
                    help="minirl's optimiser: fused Adam (nets.adam, the default where torch has it) or torch's plain "
                         "Adam, for an A/B of the two")
-    p.add_argument("--scale", default="full", choices=sorted(train.SCALES),
+    p.add_argument("--scale", default="full", choices=sorted(runs.SCALES),
                    help="network sizes of that scale for minirl and d3rlpy (default full: the papers'; cpu: CQL and "
-                        "BCQ smaller, see minirl.train.SCALES)")
+                        "BCQ smaller, see minirl.runs.SCALES)")
     p.add_argument("--corl", metavar="DIR", default=None,
                    help="a checkout of tinkoff-ai/CORL: time its iql.py and cql.py as peers (with --targets)")
     a = p.parse_args(argv)

@@ -2,9 +2,9 @@
 
 Reference implementations (one file per algorithm) on a small shared core:
 ``data`` (OfflineDataset), ``datasets`` (named datasets made locally), ``behavior`` (SAC behaviour policies),
-``nets``, ``train`` (the loop, scales and CLI), ``config`` (typed settings), ``tabular`` (finite MDPs) and ``bc``.
+``nets``, ``train`` (the loop), ``runs`` (scales, algorithms by name, runs), ``evaluation``, ``devices``, ``cli``, ``config`` (typed settings), ``tabular`` (finite MDPs) and ``bc``.
 
-``minirl.load_agent(run_dir)`` rebuilds a trained agent from a run directory (see :func:`minirl.train.load_agent`).
+``minirl.load_agent(run_dir)`` rebuilds a trained agent from a run directory (see :func:`minirl.runs.load_agent`).
 """
 __version__ = "0.1.0"
 
@@ -25,6 +25,6 @@ def versions() -> dict:
 
 def __getattr__(name):
     if name == "load_agent":  # imported on first use: `import minirl.tabular` need not load torch and gymnasium
-        from .train import load_agent
+        from .runs import load_agent
         return load_agent
     raise AttributeError(f"module 'minirl' has no attribute {name!r}")

@@ -1,5 +1,5 @@
 import sys
 
-from .train import main
+from .cli import main
 
 sys.exit(main(prog="python -m minirl"))

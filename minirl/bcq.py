@@ -259,7 +259,7 @@ class BCQ:
 #
 # Actions are indices 0..n_actions-1, stored in an OfflineDataset as a float column of shape (N, 1) with
 # action_low = 0 and action_high = n_actions - 1 (minirl.discrete_data makes such datasets); act() returns int64
-# indices of shape (B,), which minirl.train.evaluate passes to a Gymnasium Discrete environment as they are.
+# indices of shape (B,), which minirl.evaluation.evaluate passes to a Gymnasium Discrete environment as they are.
 
 
 @dataclass

@@ -5,7 +5,8 @@ declared type (``float``, ``int``, ``bool``, ``tuple[int, ...]``, ``Literal[...]
 tuple) and then pass its rule, e.g. ``gamma=interval("[0, 1)")``. The command line reads ``--set NAME=VALUE`` with
 :func:`parse_field`, by the same declared types, so ``normalize_states=False`` is ``False`` and ``reward_scale=None``
 is ``None``. Every mistake raises :class:`UserError`, which ``python -m minirl`` prints on one line before exiting
-with status 2.
+with status 2; :func:`at_least` and :func:`check_writable` are the checks of a count and of an output folder that the
+run planner, the evaluation and the command line share.
 """
 from __future__ import annotations
 
@@ -14,10 +15,12 @@ import difflib
 import inspect
 import math
 import numbers
+import os
 import re
 import types
 import typing
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Callable, Literal
 
 
@@ -212,3 +215,21 @@ def field_docs(cls) -> list[tuple[str, str, Any, str]]:
             comments[m[1]] = m[2]
     hints = field_types(cls)
     return [(f.name, type_name(hints[f.name]), f.default, comments.get(f.name, "")) for f in dataclasses.fields(cls)]
+
+
+def at_least(name: str, value, low: int) -> int:
+    """``value`` if it is an integer >= ``low``; a :class:`UserError` naming ``name`` otherwise."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < low:
+        raise UserError(f"{name} must be an integer >= {low}, got {value!r}")
+    return int(value)
+
+
+def check_writable(path: Path, what: str) -> None:
+    """``path`` is a directory that exists or can be made, and can be written to."""
+    existing = path
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        raise UserError(f"{what}: {existing} is a file, not a directory")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise UserError(f"{what}: {existing} is not writable")

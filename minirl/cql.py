@@ -217,7 +217,7 @@ class CQL:
         # the uniform proposal's log-density in the [-1, 1] box: log 0.5^|A|
         self.log_uniform_density = act_dim * math.log(0.5)
         self.step = 0
-        # the progress bar's label (minirl.train): the variant, not just the class
+        # the progress bar's label (minirl.train.train): the variant, not just the class
         self.name = "CQL-Lagrange" if cfg.lagrange else ("offline SAC" if cfg.cql_alpha == 0 else "CQL")
 
     @property

@@ -3,8 +3,8 @@
 Offline RL learns from a fixed set of transitions ``(s, a, r, s')``. D4RL (Fu et al. 2020, arXiv:2004.07219) stores
 them as a dict of equally long arrays; most offline RL code bases read this format, and so does
 :class:`OfflineDataset` (``OfflineDataset(**d4rl_dict)`` works). Minari, D4RL's successor, stores episodes instead
-(T + 1 observations, ``terminations``, ``truncations``); :meth:`OfflineDataset.from_minari` and
-:meth:`OfflineDataset.to_minari` convert exactly (:mod:`minirl.minari_io`)::
+(T + 1 observations, ``terminations``, ``truncations``); :func:`minirl.minari_io.from_minari` and
+:func:`minirl.minari_io.to_minari` convert exactly (that module depends on this one, never the other way)::
 
     observations       float32 (N, obs_dim)   s_i, the state the action was taken in
     actions            float32 (N, act_dim)   a_i
@@ -603,17 +603,6 @@ class OfflineDataset:
                    terminals=raw.terminals[:-1][keep], timeouts=timeouts[keep],
                    infos={k: v[:-1][keep] for k, v in raw.infos.items()},
                    action_low=action_low, action_high=action_high)
-
-    @classmethod
-    def from_minari(cls, dataset_or_id) -> OfflineDataset:
-        """A Minari dataset (or the id of one stored locally) as transitions; see :mod:`minirl.minari_io`."""
-        from .minari_io import from_minari
-        return from_minari(dataset_or_id)
-
-    def to_minari(self, dataset_id: str, env_id: str, **metadata):
-        """Write this dataset as a local Minari dataset; see :func:`minirl.minari_io.to_minari`."""
-        from .minari_io import to_minari
-        return to_minari(self, dataset_id, env_id, **metadata)
 
     # -- sampling -------------------------------------------------------------------------------------------------
 

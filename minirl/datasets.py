@@ -120,8 +120,9 @@ def to_local_minari(dataset_id: str, task: str, steps: int, build) -> str:
     ds, description = build()
     if len(ds) != steps:
         raise ValueError(f"build: expected a dataset of {steps} transitions for {dataset_id!r}, got {len(ds)}")
+    from .minari_io import to_minari
     t = get_task(task)
-    ds.to_minari(dataset_id, t.env_id, ref_min_score=t.ref_random, ref_max_score=t.ref_expert, description=description)
+    to_minari(ds, dataset_id, t.env_id, ref_min_score=t.ref_random, ref_max_score=t.ref_expert, description=description)
     return MINARI + dataset_id
 
 

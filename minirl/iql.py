@@ -59,7 +59,7 @@ class IQLConfig:
     n_critics: int = 2                  # critic replicas Q_1..Q_n; targets use their minimum
     actor: Literal["gaussian", "deterministic"] = "gaussian"  # log-likelihood (the paper), or squared error
     cosine_actor_lr: bool = True        # actor lr = actor_lr * (1 + cos(pi t / max_steps)) / 2
-    max_steps: int = 1_000_000          # length of the cosine schedule (train.run sets it to the run's steps)
+    max_steps: int = 1_000_000          # length of the cosine schedule (runs.run sets it to the run's steps)
     normalize_states: bool = True       # train on (s - mean) / std of the dataset
     reward_scale: Literal["return_range"] | None = "return_range"  # r * 1000 / (max R - min R); None: raw rewards
 

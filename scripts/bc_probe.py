@@ -11,7 +11,8 @@ import numpy as np
 import torch
 
 from minirl import datasets
-from minirl.train import make_agent, prepare_dataset, train
+from minirl.runs import make_agent
+from minirl.train import prepare_dataset, train
 
 
 def bc_score(ds, env_id, task, steps, seed, episodes):

@@ -8,7 +8,7 @@ The cell installs minirl when ``import minirl`` would fail (a notebook opened on
 GitHub repository named by ``repository.url`` in ``_config.yml`` (replacing the unrelated PyPI package also called
 ``minirl``, recognised by its lack of ``minirl/datasets.py``), and sets ``MINIRL_SCALE`` to ``cpu`` when it is not set
 already, on a GPU too: ``full`` (1M gradient steps per run) is chosen only by setting it. The device is not the
-cell's business: each notebook takes :func:`minirl.train.default_device` (CUDA, then Apple's MPS, then the CPU).
+cell's business: each notebook takes :func:`minirl.devices.default_device` (CUDA, then Apple's MPS, then the CPU).
 Where minirl is installed and ``MINIRL_SCALE`` is set (this repository, CI, ``pytest --nbval``) it does nothing and
 prints nothing, so stored outputs stay valid.
 

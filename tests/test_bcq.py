@@ -199,7 +199,7 @@ def test_state_dict_round_trip_gives_identical_updates():
 # ---------------------------------------------------------------------------------------------------------------
 
 def test_learns_better_than_random_on_pendulum():
-    from minirl import datasets, train
+    from minirl import datasets, evaluation, train
     raw = datasets.load_dataset("pendulum-expert", 5000, progress=False)
     data, normalizer, _ = train.prepare_dataset(raw, normalize_states=True)
     torch.manual_seed(0)
@@ -214,8 +214,8 @@ def test_learns_better_than_random_on_pendulum():
         def act(self, obs, deterministic=True):
             return self.rng.uniform(raw.action_low, raw.action_high, (len(obs), raw.act_dim))
 
-    ret_bcq = train.evaluate(agent, "Pendulum-v1", episodes=4, seed=123, state_normalizer=normalizer).mean()
-    ret_random = train.evaluate(Random(), "Pendulum-v1", episodes=4, seed=123).mean()
+    ret_bcq = evaluation.evaluate(agent, "Pendulum-v1", episodes=4, seed=123, state_normalizer=normalizer).mean()
+    ret_random = evaluation.evaluate(Random(), "Pendulum-v1", episodes=4, seed=123).mean()
     assert ret_bcq > ret_random + 300, (ret_bcq, ret_random)
 
 

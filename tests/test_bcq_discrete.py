@@ -11,7 +11,7 @@ from minirl.bcq import (DiscreteBCQ, DiscreteBCQConfig, bcq_action_mask, discret
                         masked_argmax)
 from minirl.data import OfflineDataset
 from minirl.discrete_data import action_indices, controller_action, make_cartpole_dataset, GOOD_GAINS
-from minirl.train import evaluate
+from minirl.evaluation import evaluate
 
 
 def logp(rows):

@@ -9,7 +9,7 @@ import json
 import pytest
 import torch
 
-from minirl.train import main
+from minirl.cli import main
 
 SMALL = ["--scale", "smoke", "--set", "hidden=[16,16]"]
 
@@ -194,7 +194,7 @@ def _bad_inputs():
 @pytest.fixture
 def workspace(tmp_path, monkeypatch):
     """An empty dataset cache and working directory, plus output folders in every state a user can leave one."""
-    from minirl.train import plan_run
+    from minirl.runs import plan_run
     data, cwd, ws = tmp_path / "data", tmp_path / "cwd", tmp_path / "ws"
     for d in (data, cwd, ws):
         d.mkdir()
@@ -303,16 +303,16 @@ def test_train_help_lists_datasets_and_every_algorithms_fields(cli):
 # ----------------------------------------------------------------------------------------------------------------
 
 def test_native_bf16_reads_the_cpu_flags(tmp_path):
-    from minirl.train import native_bf16
+    from minirl.devices import native_bf16
     for flags, native in [("fpu avx512f avx512_bf16 sse", True), ("fpu amx_bf16", True), ("fpu avx2 avx512f", False)]:
         (tmp_path / "cpuinfo").write_text(f"processor\t: 0\nflags\t\t: {flags}\n")
         assert native_bf16("cpu", str(tmp_path / "cpuinfo")) is native
 
 
 def test_precision_auto_and_threads_are_recorded(cli, cached, tmp_path, monkeypatch):
-    from minirl import train as train_mod
+    from minirl import devices
     for native, resolved in [(False, "float32"), (True, "bf16")]:
-        monkeypatch.setattr(train_mod, "native_bf16", lambda device, native=native: native)
+        monkeypatch.setattr(devices, "native_bf16", lambda device, native=native: native)
         out = tmp_path / resolved
         try:
             code, printed, err = cli(*train_args(out, "--precision", "auto", "--threads", 2, steps=5))

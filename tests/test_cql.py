@@ -9,7 +9,8 @@ from minirl import cql, tabular
 from minirl.cql import (CQL, CQLConfig, DiscreteCQL, DiscreteCQLConfig, alpha_prime_value, cql_penalty,
                         discrete_cql_penalty, lagrange_loss)
 from minirl.data import OfflineDataset
-from minirl.train import make_agent, train
+from minirl.runs import make_agent
+from minirl.train import train
 
 SMALL = dict(actor_hidden=(32, 32), critic_hidden=(32, 32))
 

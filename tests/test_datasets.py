@@ -7,7 +7,8 @@ import torch
 from minirl import datasets
 from minirl.datasets import (cache_path, full_size, get_task, load_dataset, make_dataset, normalized_score,
                              parse_name)
-from minirl.train import make_agent, prepare_dataset, train
+from minirl.runs import make_agent
+from minirl.train import prepare_dataset, train
 
 
 @pytest.fixture(autouse=True)
@@ -117,7 +118,7 @@ def test_bc_recovers_the_behaviour_policy_return():
 
 
 def test_cli_dataset_commands(capsys):
-    from minirl.train import main
+    from minirl.cli import main
     assert main(["dataset", "make", "pendulum-random", "--size", "300"]) == 0
     assert cache_path("pendulum-random", 300).exists()
     assert main(["dataset", "info", "pendulum-random", "--size", "300"]) == 0

@@ -10,7 +10,8 @@ from minirl import tabular
 from minirl.data import OfflineDataset
 from minirl.iql import (IQL, IQLConfig, awr_actor_loss, awr_weights, cosine_lr, critic_loss, expectile_loss,
                         q_target, value_loss, value_target)
-from minirl.train import make_agent, prepare_dataset, train
+from minirl.runs import make_agent
+from minirl.train import prepare_dataset, train
 
 
 def small_agent(**kw):

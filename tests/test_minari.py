@@ -21,9 +21,9 @@ def test_round_trip_is_bit_exact(name):
     ds = make_dataset(name, 2500, progress=False)
     task = get_task(name)
     dataset_id = f"minirl/{task.name}/{name.split('-', 1)[1]}-v0"
-    m = ds.to_minari(dataset_id, task.env_id, ref_min_score=task.ref_random, ref_max_score=task.ref_expert)
+    m = to_minari(ds, dataset_id, task.env_id, ref_min_score=task.ref_random, ref_max_score=task.ref_expert)
     assert m.total_steps == len(ds) and m.total_episodes == len(ds.episode_bounds())
-    back = OfflineDataset.from_minari(dataset_id)  # by id, from local storage
+    back = from_minari(dataset_id)  # by id, from local storage
     for k in FIELDS:
         assert np.array_equal(getattr(back, k), getattr(ds, k)) and getattr(back, k).dtype == getattr(ds, k).dtype
     assert np.array_equal(back.action_low, ds.action_low) and np.array_equal(back.action_high, ds.action_high)
@@ -86,10 +86,11 @@ def test_train_cli_on_a_local_minari_dataset(tmp_path, capsys):
     import csv
     import json
 
-    from minirl.train import main
+    from minirl.cli import main
     task = get_task("pendulum")
-    make_dataset("pendulum-random", 600, progress=False).to_minari(
-        "minirl/pendulum/random-v0", "Pendulum-v1", ref_min_score=task.ref_random, ref_max_score=task.ref_expert)
+    to_minari(make_dataset("pendulum-random", 600, progress=False),
+              "minirl/pendulum/random-v0", "Pendulum-v1", ref_min_score=task.ref_random,
+              ref_max_score=task.ref_expert)
     out = tmp_path / "run"
     assert main(["train", "--algo", "bc", "--dataset", "minari:minirl/pendulum/random-v0", "--scale", "smoke",
                  "--steps", "40", "--eval-every", "40", "--eval-episodes", "2", "--out", str(out)]) == 0
@@ -117,8 +118,9 @@ def test_run_suite_on_a_minari_dataset_writes_one_folder_that_load_results_reads
     from minirl import plots
     repo = Path(__file__).resolve().parent.parent
     task = get_task("pendulum")
-    make_dataset("pendulum-random", 600, progress=False).to_minari(
-        "minirl/pendulum/random-v0", "Pendulum-v1", ref_min_score=task.ref_random, ref_max_score=task.ref_expert)
+    to_minari(make_dataset("pendulum-random", 600, progress=False),
+              "minirl/pendulum/random-v0", "Pendulum-v1", ref_min_score=task.ref_random,
+              ref_max_score=task.ref_expert)
     cmd = [sys.executable, str(repo / "benchmarks" / "run_suite.py"), "--algos", "bc", "--datasets",
            "minari:minirl/pendulum/random-v0", "--seeds", "0", "--scale", "smoke", "--steps", "20", "--root",
            str(tmp_path / "results"), "--tag", "t", "--set", "hidden=[32,32]"]

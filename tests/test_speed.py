@@ -70,13 +70,13 @@ def test_profile_with_amp_profiles_the_bfloat16_update(capsys):
 
 def test_compile_adds_a_compiled_column(monkeypatch, capsys):
     compiled = []
-    real = speed.train.compile_agent
+    real = speed.devices.compile_agent
 
     def quick(agent, backend="inductor", mode=None):  # aot_eager: the same graphs, no C++ build in a test
         compiled.append(real(agent, backend="aot_eager"))
         return compiled[-1]
 
-    monkeypatch.setattr(speed.train, "compile_agent", quick)
+    monkeypatch.setattr(speed.devices, "compile_agent", quick)
     assert speed.main(["--algos", "bc", "--compile", "--no-d3rlpy", *TINY]) == 0
     out = capsys.readouterr().out
     assert "| algorithm | updates/s | compiled updates/s | compiled / eager |" in out
@@ -162,7 +162,7 @@ def train(config): pass
 def test_targets_table_with_a_corl_peer(tmp_path, monkeypatch, capsys):
     import corl_peer
     monkeypatch.setattr(speed, "matmul_peak", lambda dtype, device="cpu": 100.0)
-    monkeypatch.setattr(speed.train, "compile_agent", lambda agent, backend="inductor", mode=None: [])
+    monkeypatch.setattr(speed.devices, "compile_agent", lambda agent, backend="inductor", mode=None: [])
     corl = _fake_corl(tmp_path / "CORL")
     assert speed.main(["--algos", "bc", "iql", "--targets", "--corl", str(corl), "--no-d3rlpy", *TINY]) == 0
     out = capsys.readouterr().out

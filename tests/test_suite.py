@@ -68,7 +68,7 @@ def test_run_suite_writes_results_and_skips_finished_runs(tmp_path):
            "--set", "hidden=[32,32]"]
     first = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO)
     assert first.returncode == 0, first.stderr[-2000:]
-    from minirl.train import native_bf16
+    from minirl.devices import native_bf16
     amp = native_bf16("cpu")  # the default precision, auto, is bf16 where the CPU computes it natively
     tag = "smoke-bf16" if amp else "smoke-float32"  # the default tag names the precision the runs computed in
     run = tmp_path / tag / "bc-hidden=32,32" / "pendulum-medium" / "s0"
@@ -87,7 +87,7 @@ def test_run_suite_writes_results_and_skips_finished_runs(tmp_path):
     assert result["precision"] == ("bf16" if amp else "float32") and result["amp"] is amp  # what it computed in
     assert result["adam"] == "fused"  # nets.adam's implementation (torch >= 2.4)
     from minirl.datasets import load_dataset
-    from minirl.train import get_scale
+    from minirl.runs import get_scale
     data = load_dataset("pendulum-medium", get_scale("smoke").dataset_size, progress=False)
     assert result["data"] == {"episodes": data.return_stats()["episodes"], "sha256": data.fingerprint()}
     assert len(result["segments_s"]) == 1 and result["wall_time_s"] == result["segments_s"][0] > 0  # one part
@@ -323,10 +323,10 @@ def test_checkpoint_every_is_a_quarter_of_the_run_at_most_25000_steps(tmp_path, 
     assert [run_suite.checkpoint_every(n) for n in (3, 20, 50_000, 100_000, 1_000_000)] == [1, 5, 12_500, 25_000, 25_000]
     seen = {}
 
-    def fake_run(algo, dataset, **kw):  # what the suite asks train.run for
+    def fake_run(algo, dataset, **kw):  # what the suite asks runs.run for
         seen.update(kw)
         raise RuntimeError("stop here")
-    monkeypatch.setattr(run_suite.train, "run", fake_run)
+    monkeypatch.setattr(run_suite.runs, "run", fake_run)
     with pytest.raises(RuntimeError, match="stop here"):
         run_suite._train_and_record(tmp_path, "iql", "hopper-medium", 0, "smoke", {}, 1_000_000, "cpu")
     assert seen["steps"] == 1_000_000 and seen["checkpoint_every"] == 25_000

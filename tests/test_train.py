@@ -8,8 +8,10 @@ import torch
 from minirl.bc import BC, BCConfig
 from minirl.data import OfflineDataset
 from minirl.data import RewardTransform
-from minirl.train import (ALGORITHMS, SCALES, NonFiniteLossError, evaluate, get_scale, main, make_agent, prepare_dataset,
-                          train, value_check)
+from minirl.cli import main
+from minirl.evaluation import evaluate, value_check
+from minirl.runs import ALGORITHMS, SCALES, get_scale, make_agent
+from minirl.train import NonFiniteLossError, prepare_dataset, train
 
 
 def pendulum_like(n=600, seed=0):
@@ -216,7 +218,7 @@ def test_evaluate_is_seeded_and_batched():
 
 def test_episodes_keep_each_episodes_states_as_the_environment_gave_them():
     from minirl.behavior import make_env
-    from minirl.train import _episodes
+    from minirl.evaluation import _episodes
 
     class Push:  # full torque: on Hopper each episode ends at its own step when the hopper falls
         def act(self, obs, deterministic=True):
@@ -318,7 +320,7 @@ def test_cli_train_writes_logs(tmp_path, monkeypatch, capsys):
 
 
 def test_scale_steps_per_algorithm_and_evaluation_period():
-    from minirl.train import SCALES, _eval_every
+    from minirl.runs import SCALES, _eval_every
     cpu = SCALES["cpu"]
     assert {cpu.steps_for(a) for a in ALGORITHMS} == {cpu.steps} == {50_000}  # equal budgets at the cpu scale
     assert SCALES["smoke"].steps_for("cql") < SCALES["smoke"].steps  # only smoke gives slow updates fewer steps
@@ -328,7 +330,7 @@ def test_scale_steps_per_algorithm_and_evaluation_period():
 
 
 def test_the_cpu_scale_sets_smaller_cql_and_bcq_sizes_and_the_user_overrides_them(tmp_path, monkeypatch):
-    from minirl.train import SCALES, plan_run
+    from minirl.runs import SCALES, plan_run
     monkeypatch.setenv("MINIRL_DATA", str(tmp_path / "data"))
     cpu, full = SCALES["cpu"], SCALES["full"]
     for algo in ("cql", "cql-lagrange", "sac-offline"):
@@ -345,7 +347,7 @@ def test_the_cpu_scale_sets_smaller_cql_and_bcq_sizes_and_the_user_overrides_the
 
 def test_compile_agent_keeps_names_and_numbers():
     # aot_eager traces and runs the graphs without generating code: the wiring is tested, quickly
-    from minirl.train import compile_agent
+    from minirl.devices import compile_agent
     ds = pendulum_like()
     histories, keys = [], []
     for compiled in (False, True):
@@ -378,7 +380,7 @@ def test_amp_trains_in_bfloat16_with_float32_parameters(tmp_path):
 
 
 def test_amp_needs_bfloat16_on_a_gpu(monkeypatch):
-    from minirl.train import autocast
+    from minirl.devices import autocast
     monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: False)
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a, **k: "an old GPU")
     with pytest.raises(ValueError, match="amp=True needs bfloat16 support, which an old GPU lacks"):
@@ -391,19 +393,19 @@ def test_amp_needs_bfloat16_on_a_gpu(monkeypatch):
 
 
 def test_compile_modes_reach_torch_compile(monkeypatch):
-    from minirl import train as train_mod
+    from minirl import cli, devices
     calls = []
     monkeypatch.setattr(torch.nn.Module, "compile", lambda self, **kw: calls.append(kw))
     agent = BC(3, 1, -2, 2)
-    assert train_mod.compile_agent(agent, mode="reduce-overhead") == ["actor"]
+    assert devices.compile_agent(agent, mode="reduce-overhead") == ["actor"]
     assert calls == [{"backend": "inductor", "mode": "reduce-overhead"}]
     with pytest.raises(ValueError, match="compile mode must be one of"):
-        train_mod.compile_agent(agent, mode="fast")
+        devices.compile_agent(agent, mode="fast")
     with pytest.raises(ValueError, match="needs the inductor backend"):
-        train_mod.compile_agent(agent, backend="aot_eager", mode="max-autotune")
+        devices.compile_agent(agent, backend="aot_eager", mode="max-autotune")
     # the command line: --compile alone, with a mode, and not at all
     seen = []
-    monkeypatch.setattr(train_mod, "run", lambda *a, **kw: seen.append(kw["compile"]))
+    monkeypatch.setattr(cli, "run", lambda *a, **kw: seen.append(kw["compile"]))
     base = ["train", "--algo", "bc", "--dataset", "pendulum-medium"]
     for extra in ([], ["--compile"], ["--compile", "reduce-overhead"]):
         assert main(base + extra) == 0
@@ -417,7 +419,7 @@ def test_filtered_bc_trains_on_the_best_tenth_of_episodes(tmp_path, monkeypatch)
     state normaliser is that of the filtered data, not of the whole dataset)."""
     from minirl.data import StateNormalizer
     from minirl.datasets import load_dataset
-    from minirl.train import get_scale, run
+    from minirl.runs import get_scale, run
     monkeypatch.setenv("MINIRL_DATA", str(tmp_path / "cache"))
     run("10%bc", "pendulum-medium-expert", scale="smoke", steps=5, out=tmp_path / "run", evaluate=False,
         progress=False)
@@ -428,40 +430,40 @@ def test_filtered_bc_trains_on_the_best_tenth_of_episodes(tmp_path, monkeypatch)
 
 
 def test_default_device_and_threads(monkeypatch):
-    from minirl import train as tr
+    from minirl import devices
     from minirl.config import UserError
     monkeypatch.delenv("MINIRL_DEVICE", raising=False)
     monkeypatch.delenv("MINIRL_THREADS", raising=False)
-    assert tr.device_works("cpu") is True
-    assert tr.device_works("meta") is False  # tensors without data: the update cannot give a number
-    assert tr.default_device() == "cpu"      # no GPU here
+    assert devices.device_works("cpu") is True
+    assert devices.device_works("meta") is False  # tensors without data: the update cannot give a number
+    assert devices.default_device() == "cpu"      # no GPU here
     # a Mac: MPS is used when a small update runs on it, else the CPU (MPS itself is not available here)
     monkeypatch.setattr(torch.backends.mps, "is_available", lambda: True)
-    monkeypatch.setattr(tr, "device_works", lambda device: device == "mps")
-    assert tr.default_device() == "mps"
-    monkeypatch.setattr(tr, "device_works", lambda device: False)
-    assert tr.default_device() == "cpu"
+    monkeypatch.setattr(devices, "device_works", lambda device: device == "mps")
+    assert devices.default_device() == "mps"
+    monkeypatch.setattr(devices, "device_works", lambda device: False)
+    assert devices.default_device() == "cpu"
     monkeypatch.setenv("MINIRL_DEVICE", "cuda")
     with pytest.raises(UserError, match="--device cuda"):
-        tr.default_device()
+        devices.default_device()
     monkeypatch.setenv("MINIRL_DEVICE", "cpu")
-    assert tr.default_device() == "cpu"
-    assert tr.default_threads() >= 1
+    assert devices.default_device() == "cpu"
+    assert devices.default_threads() >= 1
     monkeypatch.setenv("MINIRL_THREADS", "1")
-    assert tr.default_threads() == 1
+    assert devices.default_threads() == 1
     for bad in ("0", "two", "1.5"):
         monkeypatch.setenv("MINIRL_THREADS", bad)
         with pytest.raises(UserError, match="MINIRL_THREADS must be"):
-            tr.default_threads()
+            devices.default_threads()
 
 
 def test_the_default_precision_is_bfloat16_only_where_the_hardware_has_it(monkeypatch):
-    from minirl import train as tr
+    from minirl import devices
     ds = pendulum_like()
     histories = {}
     for native in (True, False):
-        monkeypatch.setattr(tr, "native_bf16", lambda device, native=native: native)
-        assert tr.resolve_precision(tr.requested_precision(None, False), "cpu") == ("bf16" if native else "float32")
+        monkeypatch.setattr(devices, "native_bf16", lambda device, native=native: native)
+        assert devices.resolve_precision(devices.requested_precision(None, False), "cpu") == ("bf16" if native else "float32")
         resolved = "bf16" if native else "float32"
         for precision in (None, resolved):
             torch.manual_seed(0)

@@ -1,0 +1,199 @@
+"""The command line: ``python -m minirl train | evaluate | dataset`` (or the ``minirl`` console script).
+
+Every command checks its arguments before any work and ends a user's mistake with one line and exit status 2
+(:func:`user_errors`); the work itself is :func:`minirl.runs.run`, :func:`minirl.runs.load_agent` and
+:mod:`minirl.datasets`.
+"""
+from __future__ import annotations
+import contextlib
+import json
+import os
+import sys
+
+from .config import UserError, at_least, did_you_mean, field_docs
+from .devices import COMPILE_MODES, PRECISIONS, check_device
+from .evaluation import check_video, record_video
+from .runs import ALGORITHMS, check_algo, check_dataset, config_class, load_agent, parse_overrides, run
+def _parser_class():
+    """argparse's parser, but a usage mistake raises :class:`UserError` (one line, exit status 2) instead of
+    printing the usage block."""
+    import argparse
+
+    class Parser(argparse.ArgumentParser):
+        def error(self, message):
+            raise UserError(f"{message} (see {self.prog} --help)")
+    return Parser
+
+
+def _train_epilog() -> str:
+    """``train --help``'s list of datasets and of every algorithm's config fields with their comments."""
+    from . import datasets
+    try:
+        names = ", ".join(datasets.dataset_names())
+    except (OSError, ValueError) as e:
+        names = f"(none: {e})"
+    lines = [f"datasets: {names}",
+             "  or minari:<id>, a Minari dataset stored locally (pip install 'minari>=0.5.4,<0.6'), e.g. "
+             "minari:mujoco/hopper/medium-v0", "", "config fields (--set NAME=VALUE; quote in zsh: --set 'hidden=[128,128]'):"]
+    seen = {}
+    for algo, (_, _, config_name, *preset) in ALGORITHMS.items():
+        cls = config_class(algo)
+        if config_name in seen:
+            preset_text = ", ".join(f"{k}={v}" for k, v in preset[0].items())
+            lines.append(f"\n  {algo}: {seen[config_name]}'s fields with {preset_text}")
+            continue
+        seen[config_name] = algo
+        lines.append(f"\n  {algo} ({config_name}):")
+        for name, type_name, default, comment in field_docs(cls):
+            default = list(default) if isinstance(default, tuple) else default
+            lines.append(f"    {name:22s} {type_name:24s} {str(default):16s} {comment}")
+    return "\n".join(lines)
+
+
+def build_parser(prog: str = "minirl"):
+    import argparse
+    Parser = _parser_class()
+    p = Parser(prog=prog, description="minirl: offline RL, executed.")
+    sub = p.add_subparsers(dest="command", required=True, parser_class=Parser)
+    t = sub.add_parser("train", help="train an agent on a named dataset", epilog=_train_epilog(),
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    t.add_argument("--algo", required=True, help=f"one of {', '.join(ALGORITHMS)}".replace("%", "%%"))  # argparse formats help with %
+    t.add_argument("--dataset", required=True, help="e.g. pendulum-medium, hopper-medium-replay (listed below)")
+    t.add_argument("--scale", default=None, help="smoke | cpu | full (default: $MINIRL_SCALE or cpu)")
+    t.add_argument("--steps", type=int, default=None, help="gradient steps (default: the scale's)")
+    t.add_argument("--seed", type=int, default=0)
+    t.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N or mps")
+    t.add_argument("--threads", type=int, default=1,
+                   help="torch threads (default 1: one run per core; several runs side by side need no more)")
+    t.add_argument("--precision", choices=PRECISIONS, default=None,
+                   help="auto (default): bf16 where the hardware computes it natively (AVX-512 BF16 / AMX CPUs, "
+                        "Ampere+ GPUs), float32 elsewhere; bf16: updates under bfloat16 autocast; float32")
+    t.add_argument("--amp", action="store_true", help="the same as --precision bf16")
+    t.add_argument("--out", default=None, help="run directory (default: runs/<algo>-<dataset>-s<seed>)")
+    t.add_argument("--overwrite", action="store_true", help="replace the run already in --out")
+    t.add_argument("--batch-size", type=int, default=None, help="(default: the scale's, 256)")
+    t.add_argument("--eval-every", type=int, default=None, help="steps between evaluations (default: the scale's)")
+    t.add_argument("--eval-episodes", type=int, default=None, help="episodes per evaluation (default: the scale's)")
+    t.add_argument("--no-eval", action="store_true", help="no evaluation at all")
+    t.add_argument("--checkpoint-every", type=int, default=None, help="steps between checkpoints (default: none; "
+                   "Ctrl-C saves one anyway)")
+    t.add_argument("--resume", action="store_true", help="continue from <out>/checkpoint.pt (same settings)")
+    t.add_argument("--override", nargs="+", default=[], metavar="NAME",
+                   help="with --resume: settings the resumed run may change (config fields, or dataset, "
+                        "transitions, seed, batch_size, precision)")
+    t.add_argument("--compile", nargs="?", const=True, default=False, choices=[True, *COMPILE_MODES],
+                   metavar="MODE", help="torch.compile the networks (for GPUs; falls back to eager where a graph "
+                   "fails); MODE reduce-overhead also records CUDA graphs, max-autotune tunes matmuls")
+    t.add_argument("--tensorboard", action="store_true",
+                   help="also write the logs as TensorBoard event files in --out (pip install -e '.[tensorboard]')")
+    t.add_argument("--lagrange", action="store_true", help="CQL only: learn alpha' (same as --algo cql-lagrange)")
+    t.add_argument("--set", nargs="+", action="extend", default=[], metavar="NAME=VALUE",
+                   help="config fields, parsed by their type (listed below); may be repeated")
+    e = sub.add_parser("evaluate", help="evaluate a trained run (and film one episode)")
+    e.add_argument("run_dir", help="a run directory written by train (config.json + agent.pt)")
+    e.add_argument("--episodes", type=int, default=10)
+    e.add_argument("--seed", type=int, default=0, help="episodes reset with seeds seed, seed + 1, ...")
+    e.add_argument("--device", default="cpu")
+    e.add_argument("--video", default=None, metavar="FILE", help="film one episode into FILE.gif (or .mp4, which "
+                   "needs imageio-ffmpeg)")
+    d = sub.add_parser("dataset", help="make, list or describe the named datasets")
+    d.add_argument("action", choices=["make", "list", "info"])
+    d.add_argument("names", nargs="*", help="dataset names (make/info); 'all' for every dataset")
+    d.add_argument("--size", type=int, default=None, help="transitions (default: the full dataset)")
+    return p, {"train": t, "evaluate": e, "dataset": d}
+
+
+def main(argv: list[str] | None = None, prog: str = "minirl") -> int:
+    """The command line (see :func:`user_errors` for how it ends)."""
+    with user_errors(prog):
+        code = _main(argv, prog)
+        sys.stdout.flush()  # here, where a closed pipe is caught, rather than at exit
+        return code
+
+
+@contextlib.contextmanager
+def user_errors(prog: str):
+    """How a command ends: a :class:`UserError` prints one line and exits with status 2; Ctrl-C prints one line
+    (training saved a checkpoint) and exits with status 130; a closed pipe (``minirl dataset list | head``) ends
+    quietly with status 1. Anything else is a bug and keeps its traceback."""
+    try:
+        yield
+    except UserError as e:
+        print(f"{prog}: error: {' '.join(str(e).split())}", file=sys.stderr)
+        raise SystemExit(2) from None
+    except KeyboardInterrupt as e:
+        print(f"{prog}: {e or 'interrupted'}", file=sys.stderr)
+        raise SystemExit(130) from None
+    except BrokenPipeError:  # the reader stopped reading: not an error of ours
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # so that Python's exit does not fail flushing stdout again
+        raise SystemExit(1) from None
+
+
+def _main(argv, prog) -> int:
+    parser, commands = build_parser(prog)
+    a, unknown = parser.parse_known_args(argv)
+    if unknown:
+        options = [o for action in commands[a.command]._actions for o in action.option_strings]
+        first = next((u for u in unknown if u.startswith("-")), unknown[0])
+        raise UserError(f"unrecognized arguments: {' '.join(unknown)}{did_you_mean(first.split('=')[0], options)} "
+                        f"(see {prog} {a.command} --help)")
+    if a.command == "dataset":
+        return _dataset_command(a)
+    if a.command == "evaluate":
+        return _evaluate_command(a)
+    check_algo(a.algo)
+    overrides = parse_overrides(a.algo, a.set)
+    if a.lagrange:
+        if config_class(a.algo).__name__ != "CQLConfig":
+            raise UserError(f"--lagrange is for the CQL algorithms (--algo cql), not {a.algo}")
+        overrides.setdefault("lagrange", True)
+    run(a.algo, a.dataset, scale=a.scale, steps=a.steps, seed=a.seed, device=a.device, out=a.out,
+        overrides=overrides, batch_size=a.batch_size, eval_every=a.eval_every, eval_episodes=a.eval_episodes,
+        evaluate=not a.no_eval, checkpoint_every=a.checkpoint_every, resume=a.resume, overwrite=a.overwrite,
+        override=a.override, compile=a.compile, precision=a.precision, amp=a.amp, threads=a.threads,
+        tensorboard=a.tensorboard)
+    return 0
+
+
+def _dataset_command(a) -> int:
+    from . import datasets
+    names = datasets.dataset_names()
+    wanted = names if a.names == ["all"] else a.names
+    if a.action != "list" and not wanted:
+        raise UserError(f"dataset {a.action} needs at least one dataset name (see `minirl dataset list`)")
+    for name in wanted:
+        check_dataset(name)
+        if a.size is not None and not 1 <= a.size <= datasets.full_size(name):
+            raise UserError(f"--size must be between 1 and {datasets.full_size(name)} for {name}, got {a.size}")
+    if a.action == "list":
+        for name in names:
+            if a.size is not None and a.size > datasets.full_size(name):
+                continue
+            cached = datasets.cache_path(name, a.size).exists()
+            print(f"{name:28s} {datasets.full_size(name):>9d} transitions  {'cached' if cached else ''}")
+        return 0
+    for name in wanted:
+        if a.action == "make":
+            datasets.load_dataset(name, a.size)
+            print(f"{name}: {datasets.cache_path(name, a.size)}")
+        else:
+            print(json.dumps(datasets.dataset_info(name, a.size)))
+    return 0
+
+
+def _evaluate_command(a) -> int:
+    at_least("--episodes", a.episodes, 1)
+    at_least("--seed", a.seed, 0)
+    check_device(a.device)
+    video = check_video(a.video) if a.video else None
+    loaded = load_agent(a.run_dir, a.device)
+    if video is not None:  # first, so that a machine that cannot render says so before the evaluation
+        n = record_video(loaded, video, seed=a.seed)
+        print(f"video: {video} ({n} frames, the episode of seed {a.seed})")
+    result = loaded.evaluate(a.episodes, a.seed)
+    r, s = result["returns"], result["scores"]
+    print(f"{a.run_dir}: {loaded.settings['algo']} on {loaded.settings['dataset']}, step {loaded.step}: return "
+          f"{r.mean():.1f} +- {r.std():.1f}, normalised score {s.mean():.1f} over {a.episodes} episode(s) "
+          f"(seeds {a.seed}-{a.seed + a.episodes - 1})")
+    return 0

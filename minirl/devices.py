@@ -1,0 +1,191 @@
+"""Where and how the updates run: the device (a CUDA GPU, Apple's MPS or the CPU), torch's threads, the precision
+(float32, or bfloat16 autocast) and ``torch.compile``.
+
+The notebooks train on :func:`default_device` with :func:`default_threads` threads; ``python -m minirl train`` checks
+``--device`` with :func:`check_device` and ``--precision`` with :func:`resolve_precision`. :func:`update_context` is
+the context :func:`minirl.train.train` runs every update in.
+"""
+from __future__ import annotations
+import contextlib
+import os
+
+import torch
+
+from . import nets
+from .config import UserError, at_least, did_you_mean
+# --------------------------------------------------------------------------------------------------------------
+# Devices and threads
+# --------------------------------------------------------------------------------------------------------------
+
+def check_device(device: str) -> str:
+    """``device`` if torch can run on it here; a :class:`UserError` saying why not otherwise."""
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError):
+        near = " (did you mean 'cuda'?)" if device.lower().startswith("gpu") else did_you_mean(device, ["cpu", "cuda"])
+        raise UserError(f"--device {device!r} is not a device: use cpu, cuda (an NVIDIA GPU), cuda:N or mps{near}")\
+            from None
+    if dev.type == "cuda":
+        if torch.version.cuda is None:
+            raise UserError(f"--device {device}: this torch ({torch.__version__}) is built without CUDA; "
+                            "use --device cpu or install a CUDA build of torch")
+        count = torch.cuda.device_count()
+        if count == 0 or (dev.index or 0) >= count:
+            raise UserError(f"--device {device}: {count} CUDA GPU(s) visible"
+                            + (f" (cuda:0 to cuda:{count - 1})" if count else "; use --device cpu"))
+    elif dev.type == "mps":
+        if not torch.backends.mps.is_available():
+            raise UserError(f"--device {device}: Apple's MPS is not available on this machine; use --device cpu")
+    elif dev.type != "cpu":
+        raise UserError(f"--device {device!r}: minirl runs on cpu, cuda or mps")
+    return device
+
+
+def device_works(device: str) -> bool:
+    """Whether one update of a small actor-critic (the layers every algorithm uses) runs on ``device`` and gives
+    finite numbers: the check behind :func:`default_device` for Apple's MPS, whose coverage of torch's operators
+    varies between torch versions."""
+    try:
+        gen = torch.Generator().manual_seed(0)
+        obs, act = torch.randn(8, 3, generator=gen).to(device), torch.rand(8, 2, generator=gen).to(device) * 2 - 1
+        critic = nets.CriticEnsemble(3, 2, (16, 16), 2).to(device)
+        actor = nets.TanhGaussianActor(3, 2, (16, 16)).to(device)
+        a, logp = actor.sample(obs)
+        loss = critic(obs, act).pow(2).mean() + (logp - critic(obs, a).min(0).values).mean()
+        loss.backward()
+        return bool(torch.isfinite(loss).item())
+    except Exception:  # an operator the backend lacks, a driver error: the device does not work for minirl
+        return False
+
+
+def default_device() -> str:
+    """The device the notebooks train on: ``$MINIRL_DEVICE`` when set (checked), else the first CUDA GPU, else Apple's
+    MPS when :func:`device_works` on it, else the CPU."""
+    if os.environ.get("MINIRL_DEVICE"):
+        return check_device(os.environ["MINIRL_DEVICE"])
+    if torch.cuda.is_available():
+        return "cuda"
+    if torch.backends.mps.is_available() and device_works("mps"):
+        return "mps"
+    return "cpu"
+
+
+def default_threads() -> int:
+    """The torch threads the notebooks use: ``$MINIRL_THREADS`` when set, else every core this process may run on.
+
+    One process alone on a machine gains from a second thread (CQL 10.1 vs 5.3 updates/s on this project's 2 cores,
+    benchmarks/README.md); processes that share the cores should take one thread each (``MINIRL_THREADS=1``):
+    a second thread on a busy core made a BC run 57x slower."""
+    text = os.environ.get("MINIRL_THREADS")
+    if text:
+        try:
+            return at_least("MINIRL_THREADS", int(text), 1)
+        except ValueError:
+            raise UserError(f"MINIRL_THREADS must be a whole number of threads >= 1, got {text!r}") from None
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Precision
+# --------------------------------------------------------------------------------------------------------------
+
+PRECISIONS = ("auto", "float32", "bf16")
+
+
+def native_bf16(device: str, cpuinfo: str = "/proc/cpuinfo") -> bool:
+    """Whether ``device`` computes bfloat16 matmuls natively: a CUDA GPU with bfloat16 (Ampere or later), or a CPU
+    with AVX-512 BF16 or AMX-BF16 (the flags in ``cpuinfo``, else torch's own CPU checks)."""
+    dev = torch.device(device)
+    if dev.type == "cuda":
+        return torch.cuda.is_bf16_supported(including_emulation=False)
+    if dev.type != "cpu":
+        return False
+    try:
+        with open(cpuinfo) as f:
+            flags = {w for line in f if line.startswith("flags") for w in line.split()}
+        return bool(flags & {"avx512_bf16", "amx_bf16"})
+    except OSError:
+        checks = ("_is_avx512_bf16_supported", "_is_amx_tile_supported")
+        return any(getattr(torch.cpu, name, lambda: False)() for name in checks)
+
+
+def requested_precision(precision: str | None, amp: bool) -> str:
+    """What was asked for: ``amp=True`` (``--amp``, the older flag) is ``"bf16"``; nothing at all is ``"auto"``: bfloat16
+    where the hardware computes it natively, float32 elsewhere (:func:`resolve_precision`)."""
+    if amp and precision not in (None, "bf16"):
+        raise UserError(f"--amp is --precision bf16: it contradicts --precision {precision}")
+    return "bf16" if amp else precision or "auto"
+
+
+def resolve_precision(precision: str, device: str) -> str:
+    """``"float32"`` or ``"bf16"``: what ``precision`` (``auto``, ``float32``, ``bf16``) means on ``device``.
+
+    ``auto`` is bf16 only where the hardware computes it natively (:func:`native_bf16`), float32 elsewhere.
+    ``bf16`` on a GPU without bfloat16 is an error; on a CPU without native bfloat16 it runs, emulated and slowly.
+    """
+    if precision not in PRECISIONS:
+        raise UserError(f"--precision must be one of {', '.join(PRECISIONS)}, got {precision!r}"
+                        f"{did_you_mean(precision, PRECISIONS)}")
+    if precision == "auto":
+        return "bf16" if native_bf16(device) else "float32"
+    if precision == "bf16" and torch.device(device).type == "cuda" and not torch.cuda.is_bf16_supported():
+        raise UserError(f"--precision bf16 needs bfloat16 support, which {torch.cuda.get_device_name(device)} "
+                        "lacks; use --precision float32 (or auto)")
+    return precision
+
+
+def update_context(device: str, precision: str | None = None, amp: bool = False):
+    """The context :func:`train` runs every update in: :func:`autocast` with bfloat16 when ``precision`` (or
+    ``amp=True``) resolves to bf16 on ``device`` (:func:`requested_precision`, :func:`resolve_precision`)."""
+    return autocast(device, resolve_precision(requested_precision(precision, amp), device) == "bf16")
+
+
+def autocast(device: str, amp: bool):
+    """The context an update runs in: bfloat16 autocast on ``device`` when ``amp``, else a no-op.
+
+    bfloat16 rather than float16: it has float32's exponent range, so no loss scaling is needed and no gradient
+    underflows. What stays in float32 is listed in :mod:`minirl.nets`. A reusable context (``torch.autocast``
+    objects can be entered again after they exit).
+    """
+    dev = torch.device(device)
+    if not amp:
+        return contextlib.nullcontext()
+    if dev.type == "cuda" and not torch.cuda.is_bf16_supported():
+        raise ValueError(f"amp=True needs bfloat16 support, which {torch.cuda.get_device_name(dev)} lacks; "
+                         "run without amp (--amp)")
+    return torch.autocast(dev.type, dtype=torch.bfloat16)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Compilation
+# --------------------------------------------------------------------------------------------------------------
+
+COMPILE_MODES = ("default", "reduce-overhead", "max-autotune")
+
+
+def compile_agent(agent, backend: str = "inductor", mode: str | None = None) -> list[str]:
+    """Compile every network of ``agent`` in place with ``torch.compile`` (``nn.Module.compile``); returns their names.
+
+    In place, so parameter names, checkpoints and optimisers are unchanged. The fallback: if a graph fails to
+    compile, torch runs that piece eagerly instead of stopping (``torch._dynamo.config.suppress_errors``), with a
+    warning. Meant for GPUs; on this project's CPU compiled updates ran 0.89x (BCQ) to 1.14x (CQL) the eager rate (see
+    benchmarks/README.md).
+
+    ``mode`` is ``torch.compile``'s: ``"reduce-overhead"`` records **CUDA graphs** of the compiled networks on a GPU
+    (one replay per call instead of one kernel launch per op), ``"max-autotune"`` also searches matmul kernels. A
+    mode needs the default backend, inductor.
+    """
+    import torch._dynamo
+    if mode is not None and mode not in COMPILE_MODES:
+        raise ValueError(f"compile mode must be one of {COMPILE_MODES}, got {mode!r}")
+    if mode is not None and backend != "inductor":
+        raise ValueError(f"a compile mode ({mode!r}) needs the inductor backend, got backend={backend!r}")
+    torch._dynamo.config.suppress_errors = True
+    names = []
+    for name, value in getattr(agent, "__dict__", {}).items():
+        if isinstance(value, torch.nn.Module):
+            value.compile(backend=backend, **({"mode": mode} if mode is not None else {}))
+            names.append(name)
+    if not names:
+        raise ValueError(f"{type(agent).__name__} has no torch.nn.Module attributes to compile")
+    return names

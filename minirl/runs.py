@@ -1,0 +1,459 @@
+"""Runs by name: the scales, the algorithms by name, a run planned and checked before any work, and trained agents
+reloaded.
+
+``run(algo, dataset, ...)`` is what ``python -m minirl train`` does: it checks every setting first (:func:`plan_run`:
+names, fields, device, precision, output directory, checkpoint), then makes the data, builds the agent, writes
+``config.json`` and calls :func:`minirl.train.train`. ``load_agent(run_dir)`` rebuilds a trained agent from its run
+directory (``python -m minirl evaluate``). :func:`get_scale` says how big a run is at each scale (``smoke``, ``cpu``,
+``full``) and :data:`ALGORITHMS` maps each ``--algo`` name to its agent and config.
+"""
+from __future__ import annotations
+import dataclasses
+import importlib
+import json
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from . import nets
+from .behavior import make_env
+from .config import UserError, at_least, check_writable, did_you_mean, field_types, parse_field
+from .data import OfflineDataset, StateNormalizer, atomic_write
+from .devices import COMPILE_MODES, check_device, compile_agent, requested_precision, resolve_precision
+from .evaluation import evaluate
+from .train import load_agent_state, prepare_dataset, read_checkpoint, train
+# --------------------------------------------------------------------------------------------------------------
+# Scales
+# --------------------------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Scale:
+    """How big a run is: gradient steps, evaluation cadence and episodes, the dataset size cap, and the network sizes
+    some algorithms use at this scale."""
+    name: str
+    steps: int
+    eval_every: int
+    eval_episodes: int
+    dataset_size: int | None      # None: the full dataset
+    batch_size: int = 256
+    algo_steps: tuple = ()        # (algo, steps) pairs for algorithms slower per update than the default allows
+    algo_config: tuple = ()       # (algo, ((field, value), ...)) pairs: config fields this scale sets for algo
+
+    def steps_for(self, algo: str) -> int:
+        """Gradient steps for ``algo`` at this scale (the same for every algorithm, except at ``smoke`` scale)."""
+        return dict(self.algo_steps).get(algo, self.steps)
+
+    def config_for(self, algo: str) -> dict:
+        """The config fields this scale sets for ``algo`` (before the user's overrides); ``{}`` for the paper's."""
+        return dict(dict(self.algo_config).get(algo, ()))
+
+
+# At the `cpu` scale every algorithm gets the same 50,000 gradient steps (the results of record compare them at equal
+# budgets). CQL at the paper's sizes (3 x 256 layers, N = 10 sampled actions per proposal, 1 + 3N critic evaluations
+# per state) runs ~11-13 updates/s on one core in bfloat16 and BCQ (750-750 VAE) ~26-28, i.e. 65 and 30 minutes per
+# 50k-step run; so the `cpu` scale runs them smaller: CQL (and CQL-Lagrange, and offline SAC, CQL's alpha = 0 case,
+# so that the three share their networks) with 2 x 256 layers and N = 4, ~50 updates/s; BCQ with a 256-256 VAE,
+# ~50 updates/s (benchmarks/README.md). The `full` scale keeps every paper's sizes.
+_CPU_CQL = (("actor_hidden", (256, 256)), ("critic_hidden", (256, 256)), ("n_actions", 4))
+SCALES = {
+    "smoke": Scale("smoke", steps=200, eval_every=100, eval_episodes=2, dataset_size=5_000,
+                   algo_steps=(("cql", 20), ("cql-lagrange", 20), ("bcq", 50))),
+    "cpu": Scale("cpu", steps=50_000, eval_every=5_000, eval_episodes=10, dataset_size=None,
+                 algo_config=(("cql", _CPU_CQL), ("cql-lagrange", _CPU_CQL), ("sac-offline", _CPU_CQL),
+                              ("bcq", (("vae_hidden", (256, 256)),)))),
+    "full": Scale("full", steps=1_000_000, eval_every=5_000, eval_episodes=10, dataset_size=None),
+}
+
+
+def get_scale(name: str | None = None) -> Scale:
+    """The :class:`Scale` called ``name``, or ``$MINIRL_SCALE`` (default ``cpu``)."""
+    if name is None:
+        name = os.environ.get("MINIRL_SCALE") or "cpu"
+        source = "MINIRL_SCALE"
+    else:
+        source = "--scale"
+    if name not in SCALES:
+        raise UserError(f"{source} must be smoke (seconds, for tests), cpu (minutes on a laptop) or full (the papers' "
+                        f"settings, one GPU), got {name!r}{did_you_mean(name, SCALES)}")
+    return SCALES[name]
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Algorithms by name
+# --------------------------------------------------------------------------------------------------------------
+
+# name -> (module, agent class, config class[, preset config overrides]); an algorithm's issue adds its line here.
+ALGORITHMS = {
+    "bc": ("minirl.bc", "BC", "BCConfig"),
+    "bcq": ("minirl.bcq", "BCQ", "BCQConfig"),
+    "cql": ("minirl.cql", "CQL", "CQLConfig"),
+    "cql-lagrange": ("minirl.cql", "CQL", "CQLConfig", {"lagrange": True}),
+    # offline SAC with no conservatism at all: the naive actor-critic of the BCQ chapter (extrapolation error)
+    "sac-offline": ("minirl.cql", "CQL", "CQLConfig", {"cql_alpha": 0.0, "lagrange": False}),
+    "iql": ("minirl.iql", "IQL", "IQLConfig"),
+    # filtered BC: behaviour cloning on the best 10% of episodes by return (Chen et al. 2021), the baseline that
+    # tells whether an offline RL algorithm does more than pick the good episodes
+    "10%bc": ("minirl.bc", "BC", "BCConfig", {"top_fraction": 0.1}),
+}
+
+
+def check_algo(algo: str) -> str:
+    if algo not in ALGORITHMS:
+        raise UserError(f"unknown algorithm {algo!r}{did_you_mean(algo, ALGORITHMS)}; expected one of "
+                        f"{', '.join(ALGORITHMS)}")
+    return algo
+
+
+def config_class(algo: str):
+    """The config dataclass of ``algo`` (e.g. ``IQLConfig`` for ``"iql"``)."""
+    module, _, config_name, *_ = ALGORITHMS[check_algo(algo)]
+    return getattr(importlib.import_module(module), config_name)
+
+
+def _config_fields(algo: str) -> set[str]:
+    return {f.name for f in dataclasses.fields(config_class(algo))}
+
+
+def make_config(algo: str, overrides: dict | None = None):
+    """The config of ``algo``: its preset (e.g. ``lagrange=True`` for ``cql-lagrange``) and then ``overrides``, checked
+    field by field (:class:`UserError` for an unknown field, with the nearest name, or a wrong value)."""
+    cls = config_class(algo)
+    fields = field_types(cls)
+    for k in overrides or {}:
+        if k not in fields:
+            raise UserError(f"{cls.__name__} has no field {k!r}{did_you_mean(k, fields)} (algorithm {algo!r}); "
+                            f"fields: {', '.join(fields)}")
+    preset = ALGORITHMS[algo][3] if len(ALGORITHMS[algo]) > 3 else {}
+    return cls(**{**preset, **(overrides or {})})
+
+
+def parse_overrides(algo: str, items: list[str]) -> dict:
+    """``["lr=1e-3", "hidden=[128,128]"]`` -> ``{"lr": 0.001, "hidden": (128, 128)}``, each value parsed by the
+    declared type of ``algo``'s config field (:func:`minirl.config.parse_field`)."""
+    cls, out = config_class(algo), {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise UserError(f"--set expects NAME=VALUE, got {item!r} (quote it in zsh: --set 'hidden=[128,128]')")
+        if key in out:
+            raise UserError(f"--set {key} is given twice ({key}={out[key]!r} and {item!r})")
+        out[key] = parse_field(cls, key, value)
+    return out
+
+
+def build_agent(algo: str, obs_dim: int, act_dim: int, action_low, action_high, config, device: str = "cpu"):
+    """The agent ``algo`` for these dimensions and action bounds, with ``config`` (see :func:`make_config`)."""
+    module, agent_name, *_ = ALGORITHMS[check_algo(algo)]
+    agent_cls = getattr(importlib.import_module(module), agent_name)
+    return agent_cls(obs_dim, act_dim, action_low, action_high, config, check_device(device))
+
+
+def make_agent(algo: str, dataset: OfflineDataset, device: str = "cpu", **overrides):
+    """Build the agent ``algo`` for ``dataset``'s dimensions; ``overrides`` set fields of its config."""
+    config = make_config(algo, overrides)
+    agent = build_agent(algo, dataset.obs_dim, dataset.act_dim, dataset.action_low, dataset.action_high, config,
+                        device)
+    return agent, config
+
+
+def _eval_every(scale: Scale, steps: int) -> int:
+    """The scale's evaluation period, shortened for runs shorter than the scale's default (at least 4 points)."""
+    return scale.eval_every if steps >= scale.steps else min(scale.eval_every, max(steps // 4, 1))
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Runs: every setting checked before any work, then the data, the training and config.json
+# --------------------------------------------------------------------------------------------------------------
+
+RUN_FILES = ("config.json", "log.jsonl", "eval.csv", "checkpoint.pt", "agent.pt")  # what a run writes in --out
+# settings that a resumed run must share with its checkpoint (besides the config fields), unless --override names
+# them; steps may grow, evaluation cadence, device, threads and compilation may change freely
+RESUME_SETTINGS = ("dataset", "transitions", "seed", "batch_size", "precision")
+
+
+@dataclass
+class RunPlan:
+    """A run's settings, resolved and checked by :func:`plan_run` before any data is made."""
+    algo: str
+    dataset: str
+    scale: Scale
+    steps: int
+    seed: int
+    device: str
+    out: Path
+    config: object                 # the algorithm's config dataclass
+    transitions: int               # dataset size at this scale
+    env_id: str
+    task: str
+    batch_size: int
+    eval_every: int | None         # None: no evaluation
+    eval_episodes: int
+    checkpoint_every: int | None
+    resume: bool
+    overwrite: bool
+    precision: str                 # resolved: "float32" or "bf16"
+    requested_precision: str       # as asked: "auto", "float32" or "bf16"
+    threads: int | None            # torch threads; None leaves torch's setting
+    compile: bool | str
+
+    def settings(self) -> dict:
+        """What ``config.json``, the checkpoints and ``agent.pt`` record about the run."""
+        return {"algo": self.algo, "dataset": self.dataset, "transitions": self.transitions, "scale": self.scale.name,
+                "steps": self.steps, "seed": self.seed, "device": self.device, "batch_size": self.batch_size,
+                "eval_every": self.eval_every, "eval_episodes": self.eval_episodes, "precision": self.precision,
+                "precision_requested": self.requested_precision,
+                "threads": self.threads or torch.get_num_threads(), "compile": self.compile,
+                "adam": "fused" if nets._FUSED_ADAM else "plain",  # nets.adam (plain before commit 724dda5)
+                "config": _jsonable(self.config)}
+
+
+def plan_run(algo: str, dataset: str, *, scale: str | None = None, steps: int | None = None, seed: int = 0,
+             device: str = "cpu", out: str | Path | None = None, overrides: dict | None = None,
+             batch_size: int | None = None, eval_every: int | None = None, eval_episodes: int | None = None,
+             evaluate: bool = True, checkpoint_every: int | None = None, resume: bool = False,
+             overwrite: bool = False, override: tuple | list = (), compile: bool | str = False,
+             precision: str | None = None, amp: bool = False, threads: int | None = None) -> RunPlan:
+    """Check every setting of a run, and the output directory and checkpoint it would use, without making any
+    data; :class:`UserError` names the first wrong one. ``None`` takes the scale's value; ``evaluate=False`` switches
+    evaluation off (``eval_every=0`` is an error, not "off")."""
+    from . import datasets
+
+    check_algo(algo)
+    sc = get_scale(scale)
+    task = check_dataset(dataset)
+    steps = sc.steps_for(algo) if steps is None else at_least("--steps", steps, 1)
+    at_least("--seed", seed, 0)
+    batch_size = sc.batch_size if batch_size is None else at_least("--batch-size", batch_size, 1)
+    if not evaluate and (eval_every is not None or eval_episodes is not None):
+        raise UserError("--no-eval switches evaluation off: drop --eval-every and --eval-episodes, or --no-eval")
+    if evaluate:
+        eval_every = _eval_every(sc, steps) if eval_every is None else at_least("--eval-every", eval_every, 1)
+    eval_episodes = sc.eval_episodes if eval_episodes is None else at_least("--eval-episodes", eval_episodes, 1)
+    if checkpoint_every is not None:
+        at_least("--checkpoint-every", checkpoint_every, 1)
+    if threads is not None:
+        at_least("--threads", threads, 1)
+    check_device(device)
+    requested = requested_precision(precision, amp)
+    resolved = resolve_precision(requested, device)
+    if compile not in (False, True, *COMPILE_MODES):
+        raise UserError(f"--compile mode must be one of {', '.join(COMPILE_MODES)}, got {compile!r}"
+                        f"{did_you_mean(compile, COMPILE_MODES)}")
+    overrides = {**sc.config_for(algo), **(overrides or {})}  # the scale's sizes, then the user's settings
+    if "max_steps" in _config_fields(algo):  # schedules (e.g. IQL's cosine actor lr) must know the run's length
+        overrides.setdefault("max_steps", steps)
+    size = datasets.full_size(dataset)
+    plan = RunPlan(algo=algo, dataset=dataset, scale=sc, steps=steps, seed=seed, device=device,
+                   out=Path(out or f"runs/{algo}-{dataset}-s{seed}"), config=make_config(algo, overrides),
+                   transitions=min(sc.dataset_size, size) if sc.dataset_size else size, env_id=task.env_id,
+                   task=task.name, batch_size=batch_size, eval_every=eval_every if evaluate else None,
+                   eval_episodes=eval_episodes, checkpoint_every=checkpoint_every, resume=resume, overwrite=overwrite,
+                   precision=resolved, requested_precision=requested, threads=threads, compile=compile)
+    _check_out(plan, override)
+    cache = datasets.cache_path(dataset, plan.transitions)
+    if not cache.exists():
+        check_writable(cache.parent, f"the dataset cache (MINIRL_DATA={datasets.data_dir()})")
+    return plan
+
+
+def check_dataset(name: str):
+    """The task of dataset ``name`` (see :mod:`minirl.datasets`); a :class:`UserError` with the nearest name when
+    there is no such dataset, or saying why it is not available yet."""
+    from . import datasets
+    names = datasets.dataset_names()
+    try:
+        return datasets.parse_name(name)[0]
+    except ImportError as e:  # minari:<id> without the minari package
+        raise UserError(str(e)) from None
+    except (ValueError, FileNotFoundError) as e:
+        if name.startswith(datasets.MINARI):  # no such local Minari dataset, or one minirl cannot score
+            raise UserError(str(e)) from None
+        task, _, tier = name.partition("-")
+        if task in datasets.available_tasks() and tier in datasets.TIERS:  # a real name, not made yet (no expert)
+            raise UserError(str(e)) from None
+        raise UserError(f"unknown dataset {name!r}{did_you_mean(name, names)}; the datasets are "
+                        f"{', '.join(names)}") from None
+
+
+def _check_out(plan: RunPlan, override) -> None:
+    """The output directory: a new run needs one without another run in it (or ``overwrite``); a resumed run needs
+    a checkpoint of the same algorithm, dataset and settings, except those named in ``override``."""
+    out = plan.out
+    if plan.resume and plan.overwrite:
+        raise UserError("--resume continues the run in --out and --overwrite replaces it: choose one")
+    if override and not plan.resume:
+        raise UserError("--override names settings a resumed run may change: it needs --resume")
+    check_writable(out, f"--out {out}")
+    found = [name for name in RUN_FILES if (out / name).exists()]
+    if plan.resume:
+        if (out / "checkpoint.pt").exists():
+            _check_resumable(plan, read_checkpoint(out / "checkpoint.pt"), override)
+        elif found:
+            raise UserError(f"--resume: {out} holds a run ({', '.join(found)}) but no checkpoint.pt to resume from; "
+                            f"pass --overwrite to start it again, or choose another --out")
+    elif found and not plan.overwrite:
+        raise UserError(f"--out {out} already holds a run ({', '.join(found)}): pass --resume to continue it, "
+                        f"--overwrite to replace it, or choose another --out")
+
+
+def _check_resumable(plan: RunPlan, ck: dict, override) -> None:
+    path = plan.out / "checkpoint.pt"
+    meta = ck.get("meta")
+    if not meta:
+        print(f"resume: {path} records no settings (an older minirl wrote it): not checked against this run's")
+        return
+    if meta["algo"] != plan.algo:
+        raise UserError(f"--resume: {path} was made by --algo {meta['algo']}, not {plan.algo}; use another --out "
+                        f"(or --overwrite to replace it)")
+    if ck["step"] > plan.steps:
+        raise UserError(f"--resume: {path} is at step {ck['step']}, beyond --steps {plan.steps}; ask for at least "
+                        f"{ck['step']} steps")
+    now = json.loads(json.dumps(plan.settings()))
+    names = [*RESUME_SETTINGS, *now["config"]]
+    for k in override:
+        if k not in names:
+            raise UserError(f"--override {k}: not a setting of this run{did_you_mean(k, names)}; settings: "
+                            f"{', '.join(names)}")
+    was = {**{k: meta.get(k) for k in RESUME_SETTINGS}, **meta.get("config", {})}
+    new = {**{k: now[k] for k in RESUME_SETTINGS}, **now["config"]}
+    changed = [k for k in new if was.get(k) != new[k] and k not in override]
+    if changed:
+        diff = ", ".join(f"{k} {was.get(k)!r} -> {new[k]!r}" for k in changed)
+        raise UserError(f"--resume: this run changes {diff} from its checkpoint in {plan.out}; repeat the settings it "
+                        f"was made with, or pass --override {' '.join(changed)} to change them")
+
+
+def run(algo: str, dataset: str, *, scale: str | None = None, steps: int | None = None, seed: int = 0,
+        device: str = "cpu", out: str | Path | None = None, overrides: dict | None = None,
+        batch_size: int | None = None, eval_every: int | None = None, eval_episodes: int | None = None,
+        evaluate: bool = True, checkpoint_every: int | None = None, resume: bool = False, overwrite: bool = False,
+        override: tuple | list = (), progress: bool = True, compile: bool | str = False,
+        precision: str | None = None, amp: bool = False, threads: int | None = None,
+        tensorboard: bool = False) -> dict:
+    """Train ``algo`` on the named ``dataset`` at a scale: what ``python -m minirl train`` does.
+
+    First checks every setting (:func:`plan_run`), then loads (or makes) the dataset at the scale's size, builds the
+    agent with ``overrides``, prepares states and rewards as its config asks, writes ``config.json`` and trains.
+    A new run refuses an ``out`` holding another run unless ``overwrite``; ``resume`` continues the checkpoint in
+    ``out`` if it was made with the same settings, except those named in ``override``. ``threads`` sets torch's
+    thread count. Returns the history of :func:`train` with ``config`` (the run's settings), ``segments_s`` (the
+    seconds of each part of the run: the earlier parts of a resumed run up to their checkpoints, then this call's,
+    setup included) and ``wall_time`` (their sum; ``None`` when an earlier part's time is unknown because its
+    checkpoint predates this record).
+    """
+    from . import datasets
+
+    plan = plan_run(algo, dataset, scale=scale, steps=steps, seed=seed, device=device, out=out, overrides=overrides,
+                    batch_size=batch_size, eval_every=eval_every, eval_episodes=eval_episodes, evaluate=evaluate,
+                    checkpoint_every=checkpoint_every, resume=resume, overwrite=overwrite, override=override,
+                    compile=compile, precision=precision, amp=amp, threads=threads)
+    if plan.threads is not None:
+        torch.set_num_threads(plan.threads)
+    raw = full = datasets.load_dataset(plan.dataset, plan.transitions, progress=progress)
+    if getattr(plan.config, "top_fraction", 1.0) < 1.0:  # filtered BC (10%BC): only the best episodes
+        raw = raw.best_episodes(plan.config.top_fraction)
+    torch.manual_seed(plan.seed)  # the initial weights depend on the seed too
+    agent = build_agent(plan.algo, raw.obs_dim, raw.act_dim, raw.action_low, raw.action_high, plan.config, device)
+    if compile:  # True, or a torch.compile mode such as "reduce-overhead" (CUDA graphs)
+        mode = None if compile is True else compile
+        print(f"torch.compile (mode {mode or 'default'}): {', '.join(compile_agent(agent, mode=mode))}")
+    data, state_norm, reward_tf = prepare_dataset(raw, plan.config.normalize_states, plan.config.reward_scale)
+    if plan.overwrite:
+        for name in RUN_FILES:
+            (plan.out / name).unlink(missing_ok=True)
+    settings = plan.settings()
+    # which data the run saw (before 10%BC's filter): rolled out again on another CPU, a dataset can differ
+    settings["data"] = {"episodes": len(full.episode_bounds()), "sha256": full.fingerprint()}
+    plan.out.mkdir(parents=True, exist_ok=True)
+    with atomic_write(plan.out / "config.json") as tmp:
+        tmp.write_text(json.dumps(settings, indent=1))
+    print(f"minirl train: algo={plan.algo} dataset={plan.dataset} ({len(raw)} transitions) scale={plan.scale.name} "
+          f"steps={plan.steps} seed={plan.seed} device={device} precision={plan.precision} "
+          f"threads={settings['threads']} out={plan.out}")
+    scale_config = {k: v for k, v in plan.scale.config_for(plan.algo).items() if k not in (overrides or {})}
+    if scale_config:
+        print(f"  {plan.scale.name} scale sizes for {plan.algo}: "
+              + ", ".join(f"{k}={v}" for k, v in scale_config.items()) + " (the paper's at --scale full)")
+    start = time.perf_counter()
+    history = train(agent, data, plan.steps, batch_size=plan.batch_size, eval_env=plan.env_id,
+                    eval_every=plan.eval_every, eval_episodes=plan.eval_episodes, task=plan.task, seed=plan.seed,
+                    device=device, out=plan.out, checkpoint_every=plan.checkpoint_every, resume=plan.resume,
+                    state_normalizer=state_norm, reward_transform=reward_tf, progress=progress,
+                    precision=plan.precision, meta=settings, tensorboard=tensorboard)
+    if history["eval"]:
+        e = history["eval"][-1]
+        print(f"final evaluation at step {e['step']}: return {e['return_mean']:.1f} +- {e['return_std']:.1f}, "
+              f"normalised score {e['score_mean']:.1f}")
+    # the run's wall time over all its parts: the earlier ones (each up to its checkpoint) and this process's
+    segments = history["segments_s"][:-1] + [time.perf_counter() - start]
+    total = None if None in segments else sum(segments)
+    return {**history, "segments_s": segments, "config": settings, "wall_time": total}
+
+
+def _jsonable(config) -> dict:
+    return {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(config).items()}
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Trained agents, reloaded
+# --------------------------------------------------------------------------------------------------------------
+
+@dataclass
+class LoadedAgent:
+    """A trained agent rebuilt from its run directory by :func:`load_agent`. ``act`` takes raw observations (it
+    applies the run's state normalisation); ``evaluate`` runs it in the run's environment."""
+    agent: object
+    config: object                 # the algorithm's config dataclass
+    settings: dict                 # the run's config.json
+    step: int                      # gradient steps it was trained for
+    env_id: str
+    task: str
+    state_normalizer: StateNormalizer | None
+
+    def act(self, obs: np.ndarray, deterministic: bool = True) -> np.ndarray:
+        obs = np.asarray(obs, dtype=np.float32)
+        o = obs if self.state_normalizer is None else self.state_normalizer.transform(obs)
+        return self.agent.act(o, deterministic)
+
+    def evaluate(self, episodes: int = 10, seed: int = 0) -> dict:
+        """``{"returns": array, "scores": array}`` over ``episodes`` seeded episodes (normalised D4RL scores)."""
+        from .datasets import normalized_score
+        returns = evaluate(self.agent, self.env_id, at_least("--episodes", episodes, 1), seed=seed,
+                           state_normalizer=self.state_normalizer)
+        return {"returns": returns, "scores": normalized_score(self.task, returns)}
+
+
+def load_agent(run_dir: str | os.PathLike, device: str = "cpu") -> LoadedAgent:
+    """Rebuild the agent a run trained, from ``run_dir/config.json`` and ``run_dir/agent.pt`` (or, for a run that
+    was interrupted, its latest ``checkpoint.pt``). The networks' sizes come from the environment named by the
+    dataset, so no data is loaded."""
+    from .datasets import parse_name
+    run_dir = Path(run_dir)
+    if not (run_dir / "config.json").is_file():
+        raise UserError(f"{run_dir} is not a run directory (no config.json); `python -m minirl train ... --out DIR` "
+                        f"makes one")
+    weights = next((run_dir / n for n in ("agent.pt", "checkpoint.pt") if (run_dir / n).exists()), None)
+    if weights is None:
+        raise UserError(f"{run_dir} has no agent.pt (nor checkpoint.pt): its run saved no agent yet")
+    try:
+        settings = json.loads((run_dir / "config.json").read_text())
+        algo, dataset, fields = settings["algo"], settings["dataset"], settings["config"]
+    except (ValueError, KeyError, TypeError) as e:
+        raise UserError(f"{run_dir / 'config.json'} is damaged ({type(e).__name__}: {e}); it cannot say which agent "
+                        f"to build") from None
+    task, _ = parse_name(dataset)
+    env = make_env(task.env_id)
+    obs_dim, act_dim = env.observation_space.shape[0], env.action_space.shape[0]
+    low, high = env.action_space.low, env.action_space.high
+    env.close()
+    config = make_config(algo, fields)
+    agent = build_agent(algo, obs_dim, act_dim, low, high, config, device)
+    state = read_checkpoint(weights)
+    load_agent_state(agent, state["agent"], weights)
+    normalizer = state.get("state_normalizer")
+    return LoadedAgent(agent, config, settings, state["step"], task.env_id, task.name,
+                       None if normalizer is None else StateNormalizer.from_state_dict(normalizer))
