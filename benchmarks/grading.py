@@ -5,10 +5,10 @@
 
 Makes the class with a script (a mix that a real class hands in: 40% every task right, 30% two plausible wrong answers
 per notebook, 10% the untouched copy, 20% one notebook broken: a syntax error, a deleted task, a file that is not
-JSON, a loop that never ends), grades it with `minirl.grading.grade_folder` (one forked process per notebook, the
-default time limit of 120 s unless --time-limit), and prints a table: students, notebooks, wall time, notebooks per
-minute, the slowest notebook, the grades by status, and the machine's load before and after (other work on the
-machine slows grading down: read the timing with it).
+JSON, a loop that never ends), grades it with `minirl.classroom.grader.grade_folder` (one forked process per
+notebook, the default time limit of 120 s unless --time-limit), and prints a table: students, notebooks, wall time,
+notebooks per minute, the slowest notebook, the grades by status, and the machine's load before and after (other
+work on the machine slows grading down: read the timing with it).
 """
 from __future__ import annotations
 
@@ -30,15 +30,14 @@ sys.path.insert(0, str(REPO / "tests"))
 from sample_submissions import filled  # noqa: E402
 from test_exercises import WRONG  # noqa: E402
 
-from minirl import exercises as ex  # noqa: E402
-from minirl import grading  # noqa: E402
+from minirl.classroom import grader, release  # noqa: E402
 
 
 def make_class(folder: Path, n: int) -> dict[str, str]:
     """Write ``folder/<student>/<exercise>.ipynb`` for ``n`` students; returns each student's kind."""
-    names = [p.stem for p in sorted(ex.SOLUTIONS.glob("*.ipynb"))]
-    solutions = {k: json.loads((ex.SOLUTIONS / f"{k}.ipynb").read_text()) for k in names}
-    students = {k: json.loads((ex.EXERCISES / f"{k}.ipynb").read_text()) for k in names}
+    names = [p.stem for p in sorted(release.SOLUTIONS.glob("*.ipynb"))]
+    solutions = {k: json.loads((release.SOLUTIONS / f"{k}.ipynb").read_text()) for k in names}
+    students = {k: json.loads((release.EXERCISES / f"{k}.ipynb").read_text()) for k in names}
     broken = ["syntax error", "deleted task", "invalid JSON", "infinite loop"]
     kinds = {}
     n_broken = 0
@@ -81,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--students", type=int, default=30)
     p.add_argument("--parallel", type=int, default=2)
-    p.add_argument("--time-limit", type=float, default=grading.DEFAULT_TIME_LIMIT)
+    p.add_argument("--time-limit", type=float, default=grader.DEFAULT_TIME_LIMIT)
     p.add_argument("--keep", type=Path, help="make the class in this (new) folder and keep it")
     a = p.parse_args(argv)
     folder = a.keep or Path(tempfile.mkdtemp(prefix="minirl-class-")) / "submissions"
@@ -90,8 +89,8 @@ def main(argv: list[str] | None = None) -> int:
     times: list[float] = []
     cpu0 = resource.getrusage(resource.RUSAGE_CHILDREN), resource.getrusage(resource.RUSAGE_SELF)
     start = time.perf_counter()
-    results, jobs = grading.grade_folder(folder, time_limit=a.time_limit, parallel=a.parallel,
-                                         progress=lambda job: times.append(job.elapsed))
+    results, jobs = grader.grade_folder(folder, time_limit=a.time_limit, parallel=a.parallel,
+                                        progress=lambda job: times.append(job.elapsed))
     wall = time.perf_counter() - start
     cpu1 = resource.getrusage(resource.RUSAGE_CHILDREN), resource.getrusage(resource.RUSAGE_SELF)
     cpu = [sum(getattr(b, f) - getattr(a, f) for f in ("ru_utime", "ru_stime")) for a, b in zip(cpu0, cpu1)]

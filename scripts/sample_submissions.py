@@ -7,8 +7,8 @@ Writes notebooks/exercises/sample_submissions/<student>/<exercise>.ipynb for
   ben   - every task filled in, two of them wrong in a plausible way (tests/test_exercises.py's wrong answers), and a
           written answer of his own,
   chloe - the untouched student copy,
-then grades them with `python -m minirl.exercises grade notebooks/exercises/sample_submissions` (the grader of
-minirl/grading.py) and stores, in book/generated/ (which book/instructors.md includes):
+then grades them with `python -m minirl.classroom grade notebooks/exercises/sample_submissions` (the grader of
+minirl/classroom/grader.py) and stores, in book/generated/ (which book/instructors.md includes):
   grading_example.txt   the command and its Markdown table,
   grading_example.csv   the same grades, one row per student and task (what an LMS imports),
   self_check_example.txt  ben's self-check of one notebook, as he sees it.
@@ -23,9 +23,9 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests"))
 from test_exercises import WRONG  # noqa: E402  (one source of plausible wrong answers)
 
-from minirl import exercises as ex  # noqa: E402
+from minirl.classroom import release  # noqa: E402
 
-OUT = ex.EXERCISES / "sample_submissions"
+OUT = release.EXERCISES / "sample_submissions"
 GENERATED = REPO / "book" / "generated"
 BEN_WRITTEN = ("The curve goes up and then down, so a middle value is best. I think the ends are worse because "
                "they are extreme settings.")
@@ -50,17 +50,17 @@ def filled(solution: dict, student: dict, wrong: list[tuple[str, str]], written:
 
 def run(args: list[str]) -> str:
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    result = subprocess.run([sys.executable, "-m", "minirl.exercises", *args], cwd=REPO, capture_output=True,
+    result = subprocess.run([sys.executable, "-m", "minirl.classroom", *args], cwd=REPO, capture_output=True,
                             text=True, env=env)
     if result.returncode not in (0, 1):
-        raise SystemExit(f"python -m minirl.exercises {' '.join(args)} failed:\n{result.stderr}")
+        raise SystemExit(f"python -m minirl.classroom {' '.join(args)} failed:\n{result.stderr}")
     return result.stdout
 
 
 def main() -> None:
-    for solution_path in sorted(ex.SOLUTIONS.glob("*.ipynb")):
+    for solution_path in sorted(release.SOLUTIONS.glob("*.ipynb")):
         solution = json.loads(solution_path.read_text())
-        student = json.loads((ex.EXERCISES / solution_path.name).read_text())
+        student = json.loads((release.EXERCISES / solution_path.name).read_text())
         wrong = [(old, new) for nb, _, old, new in WRONG if nb == solution_path.stem][:2]
         for name, nb in (("ana", filled(solution, student, [])),
                          ("ben", filled(solution, student, wrong, BEN_WRITTEN)),
@@ -70,10 +70,10 @@ def main() -> None:
     folder = "notebooks/exercises/sample_submissions"
     GENERATED.mkdir(exist_ok=True)
     table = run(["grade", folder, "--csv", str(GENERATED / "grading_example.csv")])
-    text = f"$ python -m minirl.exercises grade {folder} --csv grades.csv\n" + table
+    text = f"$ python -m minirl.classroom grade {folder} --csv grades.csv\n" + table
     (GENERATED / "grading_example.txt").write_text(text)
     check = run(["check", f"{folder}/ben/04_iql.ipynb"])
-    (GENERATED / "self_check_example.txt").write_text(f"$ python -m minirl.exercises check 04_iql.ipynb\n{check}")
+    (GENERATED / "self_check_example.txt").write_text(f"$ python -m minirl.classroom check 04_iql.ipynb\n{check}")
     print(text)
     print(check)
 

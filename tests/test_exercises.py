@@ -12,9 +12,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from minirl import exercises as ex
+from minirl import classroom
+from minirl.classroom import checks, release
 
-SOLUTIONS = sorted(ex.SOLUTIONS.glob("*.ipynb"))
+SOLUTIONS = sorted(release.SOLUTIONS.glob("*.ipynb"))
 
 # One plausible wrong answer per task: (notebook, function, text in its solution cell, replacement).
 WRONG = [
@@ -48,7 +49,7 @@ WRONG = [
 
 
 def _solution_source(notebook: str, function: str) -> str:
-    nb = json.loads((ex.SOLUTIONS / f"{notebook}.ipynb").read_text())
+    nb = json.loads((release.SOLUTIONS / f"{notebook}.ipynb").read_text())
     for cell in nb["cells"]:
         src = "".join(cell["source"])
         if "solution" in cell["metadata"].get("tags", []) and f"def {function}(" in src:
@@ -59,12 +60,12 @@ def _solution_source(notebook: str, function: str) -> str:
 def _run_setup_and(notebook: str, source: str) -> dict:
     """Execute the notebook's code cells before ``source``'s solution cell (checker cells skipped), then ``source`` in
     place of that cell; returns the namespace, with the function under ``__fn__``."""
-    nb = json.loads((ex.SOLUTIONS / f"{notebook}.ipynb").read_text())
+    nb = json.loads((release.SOLUTIONS / f"{notebook}.ipynb").read_text())
     fn_name = next(line.split("(")[0][4:] for line in source.splitlines() if line.startswith("def "))
     ns: dict = {}
     for cell in nb["cells"]:
         src = "".join(cell["source"])
-        if cell["cell_type"] != "code" or ex.checker_task(src):
+        if cell["cell_type"] != "code" or release.checker_task(src):
             continue
         if f"def {fn_name}(" in src:
             break
@@ -77,7 +78,7 @@ def _run_setup_and(notebook: str, source: str) -> dict:
 def test_a_plausible_wrong_answer_fails_with_a_readable_message(notebook, function, old, new):
     src = _solution_source(notebook, function)
     assert old in src, f"the wrong-answer edit no longer applies to {function}"
-    checker = getattr(ex, f"check_{function}")
+    checker = getattr(classroom, f"check_{function}")
     for source, should_pass in ((src, True), (src.replace(old, new), False)):
         ns = _run_setup_and(notebook, source)
         out = io.StringIO()
@@ -93,35 +94,47 @@ def test_a_plausible_wrong_answer_fails_with_a_readable_message(notebook, functi
             assert "check FAILED: " in text and any(w in text for w in ("expected", "raised", "detach")), text
 
 
+def test_generated_files_are_up_to_date():
+    """``make-student --check``: the student copies, checks.json and book/exercises.md match the reference notebooks."""
+    assert release.make_student(check=True) == [], "run python -m minirl.classroom make-student"
+
+
+def test_minirl_classroom_offers_every_checker():
+    """The notebooks import the checkers from the package (``from minirl.classroom import check_...``)."""
+    from minirl.classroom import agent_checks
+    defined = {name for m in (checks, agent_checks) for name in vars(m) if name.startswith("check_")}
+    assert defined and defined <= set(vars(classroom)), sorted(defined - set(vars(classroom)))
+
+
 def test_stub_source_keeps_signature_docstring_and_imports():
     src = ('import numpy as np\n\n# helper comment\ndef f(x, y=1):\n    """Doc."""\n    z = x + y\n    return z\n\n'
            'def g():\n    return 3\nanswer = 42\n')
-    stub = ex.stub_source(src)
+    stub = release.stub_source(src)
     assert stub == ('import numpy as np\n\n# helper comment\ndef f(x, y=1):\n    """Doc."""\n'
                     '    raise NotImplementedError("f: your code here: replace this line")\n\n'
                     'def g():\n    raise NotImplementedError("g: your code here: replace this line")\n'
                     'answer = None  # your answer\n')
     with pytest.raises(ValueError, match="line 1 is a For"):
-        ex.stub_source("for i in range(3):\n    pass\n")
+        release.stub_source("for i in range(3):\n    pass\n")
 
 
 def test_mismatch_messages():
-    assert ex.mismatch(np.ones(3), np.ones(3)) is None
-    assert ex.mismatch(np.ones(3), np.ones((3, 1))) == "shape (3,), expected shape (3, 1)"
-    msg = ex.mismatch(np.array([1.0, 2.0]), np.array([1.0, 2.5]))
+    assert checks.mismatch(np.ones(3), np.ones(3)) is None
+    assert checks.mismatch(np.ones(3), np.ones((3, 1))) == "shape (3,), expected shape (3, 1)"
+    msg = checks.mismatch(np.array([1.0, 2.0]), np.array([1.0, 2.5]))
     assert msg.startswith("1 of 2 values differ at index (1,): got 2, expected 2.5")
-    assert ex.mismatch(np.array([-np.inf]), np.array([-np.inf])) is None
-    assert "not an array" in ex.mismatch("abc", np.ones(1))
+    assert checks.mismatch(np.array([-np.inf]), np.array([-np.inf])) is None
+    assert "not an array" in checks.mismatch("abc", np.ones(1))
 
 
 def test_book_page_with_and_without_solutions():
-    public = ex.book_page(SOLUTIONS)
-    hidden = ex.book_page(SOLUTIONS, hide_solutions=True)
-    n_tasks = sum(c["kind"] in ("check", "written") for spec in json.loads(ex.CHECKS_FILE.read_text())["notebooks"]
+    public = release.book_page(SOLUTIONS)
+    hidden = release.book_page(SOLUTIONS, hide_solutions=True)
+    n_tasks = sum(c["kind"] in ("check", "written") for spec in json.loads(release.CHECKS_FILE.read_text())["notebooks"]
                   .values() for c in spec["cells"])
     assert public.count("{exercise}") == hidden.count("{exercise}") == n_tasks
     assert public.count("{solution}") == n_tasks and "{solution}" not in hidden
-    assert not [ln for ln in ex.solution_lines() if ln in hidden]
+    assert not [ln for ln in release.solution_lines() if ln in hidden]
     assert "return rew + gamma * (1.0 - done) * next_v" in public
 
 
@@ -129,7 +142,7 @@ def test_strip_solutions_removes_every_fence_style():
     text = ("# Title\n\n````{exercise} E\n:label: e\n\nTask.\n````\n\n````{solution} e\n:class: dropdown\n\n"
             "```python\nsecret()\n```\n````\n\n```{solution} e\nsecret two\n```\n\n:::{solution} e\nsecret three\n:::\n"
             "After.\n")
-    out = ex.strip_solutions(text)
+    out = release.strip_solutions(text)
     assert "secret" not in out and "{exercise} E" in out and "Task." in out and "After." in out
 
 
@@ -137,7 +150,7 @@ def test_cli_errors_are_one_line_with_status_2(tmp_path):
     for args, expected in ((["grade", str(tmp_path / "missing_dir")], "missing_dir: no such folder"),
                            (["grade", str(tmp_path)], "no student folders"),
                            (["check", str(tmp_path / "nope.ipynb")], "nope.ipynb: no such notebook")):
-        r = subprocess.run([sys.executable, "-m", "minirl.exercises", *args], capture_output=True, text=True)
+        r = subprocess.run([sys.executable, "-m", "minirl.classroom", *args], capture_output=True, text=True)
         assert r.returncode == 2, r.stderr
         assert r.stdout == "" and len(r.stderr.strip().splitlines()) == 1 and expected in r.stderr, r.stderr
         assert "Traceback" not in r.stderr
@@ -153,16 +166,16 @@ PAGES = ["book/bcq", "book/exercises", "book/instructors"]  # a chapter with its
 def _solution_marks(html: Path) -> tuple[int, int]:
     """(solution blocks, solution lines) found in the built pages."""
     raw = "".join(p.read_text(errors="replace") for p in html.rglob("*.html"))
-    text = "".join(ex.readable_text(p) for p in html.rglob("*.html"))
-    return raw.count('class="solution'), sum(ln in text for ln in ex.solution_lines())
+    text = "".join(release.readable_text(p) for p in html.rglob("*.html"))
+    return raw.count('class="solution'), sum(ln in text for ln in release.solution_lines())
 
 
 def test_public_build_shows_the_solutions(tmp_path):
     src = tmp_path / "src"
     src.mkdir()
     for name in ("_config.yml",):
-        (src / name).write_text((ex.REPO / name).read_text())
-    shutil.copytree(ex.REPO / "book", src / "book")
+        (src / name).write_text((release.REPO / name).read_text())
+    shutil.copytree(release.REPO / "book", src / "book")
     (src / "_toc.yml").write_text("format: jb-book\nroot: book/intro\nchapters:\n"
                                   + "".join(f"  - file: {f}\n" for f in PAGES))
     r = subprocess.run(["jupyter-book", "build", "--path-output", str(tmp_path / "out"), str(src)],
@@ -174,7 +187,7 @@ def test_public_build_shows_the_solutions(tmp_path):
 
 def test_class_release_has_no_solution_text(tmp_path):
     out = tmp_path / "class"
-    assert ex.class_release(out, toc_files=PAGES) == []
+    assert release.class_release(out, toc_files=PAGES) == []
     html = out / "book" / "_build" / "html"
     assert (html / "book" / "exercises.html").exists() and (html / "book" / "bcq.html").exists()
     assert _solution_marks(html) == (0, 0)
@@ -183,4 +196,4 @@ def test_class_release_has_no_solution_text(tmp_path):
     assert sorted(p.name for p in (out / "notebooks" / "exercises").iterdir()) == \
         sorted([p.name for p in SOLUTIONS] + ["checks.json"])
     with pytest.raises(FileExistsError, match="not empty"):
-        ex.class_release(out, build=False)
+        release.class_release(out, build=False)

@@ -1,4 +1,5 @@
-"""The grader, scenario by scenario: every submission is built here, graded by minirl.grading, and its grade asserted.
+"""The grader, scenario by scenario: every submission is built here, graded by minirl.classroom.grader, and its grade
+asserted.
 
 A class of students, one per scenario, is graded once (module fixture): right answers, wrong answers executed and
 saved, the untouched copy executed and saved, outputs cleared, checker cells tampered with, minirl's checkers
@@ -16,8 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from minirl import exercises as ex
-from minirl import grading
+from minirl.classroom import grader, release
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from test_exercises import WRONG  # noqa: E402  (one source of plausible wrong answers)
@@ -26,13 +26,13 @@ NB = "01_offline_rl"  # the quick notebook (tabular), for most scenarios
 
 
 def _student_copy(name: str) -> dict:
-    return json.loads((ex.EXERCISES / f"{name}.ipynb").read_text())
+    return json.loads((release.EXERCISES / f"{name}.ipynb").read_text())
 
 
 def _answers(name: str, edits=()) -> dict[str, str]:
     """The reference's answer cells by task name, after the (old, new) edits."""
     out = {}
-    for cell in json.loads((ex.SOLUTIONS / f"{name}.ipynb").read_text())["cells"]:
+    for cell in json.loads((release.SOLUTIONS / f"{name}.ipynb").read_text())["cells"]:
         if "solution" in cell["metadata"].get("tags", []):
             src = "".join(cell["source"])
             for old, new in edits:
@@ -47,7 +47,7 @@ def filled(name: str, edits=(), replace: dict | None = None) -> dict:
     answers = _answers(name, edits) | (replace or {})
     nb = _student_copy(name)
     written = {"".join(c["source"]).splitlines()[0]: c["source"] for c in
-               json.loads((ex.SOLUTIONS / f"{name}.ipynb").read_text())["cells"]
+               json.loads((release.SOLUTIONS / f"{name}.ipynb").read_text())["cells"]
                if "written" in c["metadata"].get("tags", [])}
     cells = []
     for cell in nb["cells"]:
@@ -81,7 +81,7 @@ def execute_and_save(path: Path) -> None:
                     "--allow-errors", str(path)], check=True, capture_output=True)
 
 
-def rows_of(results, student: str, notebook: str = NB) -> dict[str, grading.TaskResult]:
+def rows_of(results, student: str, notebook: str = NB) -> dict[str, grader.TaskResult]:
     return {r.task: r for r in results if r.student == student and r.notebook == notebook}
 
 
@@ -98,7 +98,7 @@ def test_saved_wrong_submission_is_not_passed(tmp_path):
     with the output the student's own run had stored."""
     path = write(tmp_path, "ben", "04_iql", filled("04_iql", [("weight * diff ** 2", "0.5 * diff ** 2")]))
     execute_and_save(path)  # Jupyter autosaves: the stored outputs are the student's own run
-    table = ex.grade(tmp_path)
+    table = grader.grade(tmp_path)
     row = next(line for line in table.splitlines() if line.startswith("| ben | 04_iql"))
     passed, total = (int(x) for x in row.split("|")[3].strip().split("/"))
     assert passed < total, row
@@ -116,7 +116,7 @@ def graded(tmp_path_factory):
     root = tmp_path_factory.mktemp("class")
     folder = root / "submissions"
     outside = root / OUTSIDE
-    for name in [p.stem for p in sorted(ex.SOLUTIONS.glob("*.ipynb"))]:
+    for name in [p.stem for p in sorted(release.SOLUTIONS.glob("*.ipynb"))]:
         write(folder, "ana", name, filled(name))                         # every task right
         if name != NB:
             write(folder, "chloe", name, _student_copy(name))            # untouched, never run
@@ -131,19 +131,19 @@ def graded(tmp_path_factory):
     write(folder, "dana", NB, cleared)                                   # the same, outputs cleared
     tampered = json.loads(json.dumps(ben))
     for cell in tampered["cells"]:
-        task = ex.checker_task("".join(cell["source"]))
+        task = release.checker_task("".join(cell["source"]))
         if task:  # the checker cell prints the passing line, and the stored output says so
             line = f"{task}: 5/5 checks passed"
             cell["source"] = f"print({line!r})"
             cell["outputs"] = [{"output_type": "stream", "name": "stdout", "text": line + "\n"}]
     write(folder, "eve", NB, tampered)
     patched = _answers(NB, wrong_edits(NB))["policy_transition"] + (
-        "\n\nimport minirl.exercises as mex\n"
+        "\n\nimport minirl.classroom as mex\n"
         "mex.check_policy_transition = lambda fn: print('policy_transition: 5/5 checks passed')\n"
         "check_evaluate_policy = lambda fn: print('evaluate_policy: 5/5 checks passed')\n")
     write(folder, "fay", NB, filled(NB, replace={"policy_transition": patched}))  # monkeypatches the checkers
-    reads = (_answers(NB)["policy_transition"]
-             + "\n\nimport minirl.exercises\n_peek = open(minirl.exercises.SOLUTIONS / '01_offline_rl.ipynb').read()\n")
+    reads = (_answers(NB)["policy_transition"] + "\n\nimport minirl.classroom.release\n"
+             "_peek = open(minirl.classroom.release.SOLUTIONS / '01_offline_rl.ipynb').read()\n")
     write(folder, "ivy", NB, filled(NB, replace={"policy_transition": reads}))     # reads the solutions
     writes = (f"open({str(outside)!r}, 'w').write('escaped')\n\n" + _answers(NB)["evaluate_policy"])
     inside = "open('notes.txt', 'w').write('scratch work in my own folder')\n\n" + _answers(NB)["empirical_mdp"]
@@ -158,7 +158,7 @@ def graded(tmp_path_factory):
     write(folder, "max", NB, filled(NB, replace={"policy_transition": broken}))    # a syntax error
     text = json.dumps(filled(NB))
     write(folder, "noa", NB, text[: len(text) // 2])                     # not valid JSON (a truncated upload)
-    results, _ = grading.grade_folder(folder, parallel=2)
+    results, _ = grader.grade_folder(folder, parallel=2)
     return {"results": results, "folder": folder, "outside": outside, "root": root}
 
 
@@ -167,7 +167,7 @@ TASKS = ["policy_transition", "evaluate_policy", "empirical_mdp", "optimism_expe
 
 def test_right_answers_pass_every_task_of_every_notebook(graded):
     ana = [r for r in graded["results"] if r.student == "ana"]
-    assert {r.notebook for r in ana} == {p.stem for p in ex.SOLUTIONS.glob("*.ipynb")}
+    assert {r.notebook for r in ana} == {p.stem for p in release.SOLUTIONS.glob("*.ipynb")}
     auto = [r for r in ana if r.level != "written"]
     assert auto and all(r.status == "passed" and r.checks_passed == r.checks_total for r in auto), \
         [(r.notebook, r.task, r.status, r.message) for r in auto if r.status != "passed"]
@@ -182,7 +182,7 @@ def test_saved_wrong_answers_fail(graded):
 
 
 def test_saved_untouched_copy_is_not_implemented(graded):
-    for name in (p.stem for p in ex.SOLUTIONS.glob("*.ipynb")):
+    for name in (p.stem for p in release.SOLUTIONS.glob("*.ipynb")):
         rows = rows_of(graded["results"], "chloe", name)
         auto = {t: r for t, r in rows.items() if r.level != "written"}
         assert auto and all(r.status == "not implemented" for r in auto.values()), (name, auto)
@@ -253,8 +253,8 @@ def test_invalid_json_is_that_student_s_row(graded):
 
 def test_outputs_one_row_per_student_and_task(graded, tmp_path):
     results = graded["results"]
-    grading.write_csv(results, tmp_path / "grades.csv")
-    grading.write_json(results, tmp_path / "grades.json")
+    grader.write_csv(results, tmp_path / "grades.csv")
+    grader.write_json(results, tmp_path / "grades.json")
     with open(tmp_path / "grades.csv", newline="") as f:
         rows = list(csv.DictReader(f))
     assert len(rows) == len(results) == len(json.loads((tmp_path / "grades.json").read_text()))
@@ -262,17 +262,17 @@ def test_outputs_one_row_per_student_and_task(graded, tmp_path):
     assert len(set(keys)) == len(keys)
     written = [r for r in rows if r["student"] == "ana" and r["level"] == "written"]
     assert written and all(r["status"] == "manual" and len(r["answer"]) > 100 for r in written)
-    table = grading.table(results)
+    table = grader.table(results)
     assert "| ben | 01_offline_rl | 2/4 | policy_transition failed" in table
     assert "| noa | 01_offline_rl | 0/4 |" in table and "invalid JSON" in table
 
 
 def test_self_check_gives_the_grader_s_verdict(graded):
     for student in ("ben", "kai", "ivy"):
-        rows, _ = grading.check_notebook(graded["folder"] / student / f"{NB}.ipynb")
+        rows, _ = grader.check_notebook(graded["folder"] / student / f"{NB}.ipynb")
         assert {r.task: (r.status, r.checks_passed) for r in rows} == \
             {t: (r.status, r.checks_passed) for t, r in rows_of(graded["results"], student).items()}
-    cli = subprocess.run([sys.executable, "-m", "minirl.exercises", "check", str(graded["folder"] / "ben" / f"{NB}.ipynb")],
+    cli = subprocess.run([sys.executable, "-m", "minirl.classroom", "check", str(graded["folder"] / "ben" / f"{NB}.ipynb")],
                          capture_output=True, text=True)
     assert cli.returncode == 1
     assert "FAILED  policy_transition (function): 1/5 checks passed" in cli.stdout and "check FAILED" in cli.stdout
@@ -283,7 +283,7 @@ def test_an_infinite_loop_costs_its_time_limit_and_the_class_is_graded(tmp_path)
     loop = _answers(NB)["evaluate_policy"].replace("    S, A = R.shape", "    while True:\n        pass")
     write(tmp_path, "gus", NB, filled(NB, replace={"evaluate_policy": loop}))
     write(tmp_path, "hal", NB, filled(NB))
-    results, _ = grading.grade_folder(tmp_path, time_limit=10, parallel=2)
+    results, _ = grader.grade_folder(tmp_path, time_limit=10, parallel=2)
     gus, hal = rows_of(results, "gus"), rows_of(results, "hal")
     assert [gus[t].status for t in TASKS] == ["passed", "time limit", "time limit", "time limit"]
     assert "time limit of 10 s while this task ran" in gus["evaluate_policy"].message
@@ -291,12 +291,22 @@ def test_an_infinite_loop_costs_its_time_limit_and_the_class_is_graded(tmp_path)
 
 
 def test_the_spawned_worker_grades_like_the_forked_one(tmp_path):
-    reads = _answers(NB)["policy_transition"] + "\nopen(" + repr(str(ex.SOLUTIONS / f"{NB}.ipynb")) + ").read()\n"
+    reads = _answers(NB)["policy_transition"] + "\nopen(" + repr(str(release.SOLUTIONS / f"{NB}.ipynb")) + ").read()\n"
     write(tmp_path, "ivy", NB, filled(NB, replace={"policy_transition": reads}))
     write(tmp_path, "ben", NB, filled(NB, wrong_edits(NB)))
-    results, _ = grading.grade_folder(tmp_path, use_fork=False)
+    results, _ = grader.grade_folder(tmp_path, use_fork=False)
     assert statuses(results, "ivy") == dict(zip(TASKS, ["blocked", "passed", "passed", "passed"]))
     assert statuses(results, "ben") == dict(zip(TASKS, ["failed", "failed", "passed", "passed"]))
+
+
+def test_a_copy_handed_out_before_minirl_classroom_grades_the_same(tmp_path):
+    """Copies made before the classroom package import the checkers from minirl.exercises, which is gone: the grader
+    runs the reference's cells, not the submission's, so such a copy grades as a new one (no cell reported ignored)."""
+    old = json.dumps(filled(NB)).replace("minirl.classroom", "minirl.exercises")
+    assert "from minirl.exercises import" in old
+    write(tmp_path, "old", NB, old)
+    results, _ = grader.grade_folder(tmp_path, parallel=1)
+    assert {t: (r.status, r.message) for t, r in rows_of(results, "old").items()} == {t: ("passed", "") for t in TASKS}
 
 
 def test_the_submission_folder_is_read_only_to_the_grader(graded):

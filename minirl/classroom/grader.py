@@ -2,8 +2,8 @@
 
 What is graded, and from where
 ------------------------------
-``python -m minirl.exercises make-student`` writes ``notebooks/exercises/checks.json`` from the reference notebooks:
-for each exercise notebook, its cells in order, each one of
+``python -m minirl.classroom make-student`` writes ``notebooks/exercises/checks.json`` from the reference notebooks
+(:mod:`minirl.classroom.release`): for each exercise notebook, its cells in order, each one of
 
 * ``given``: a cell of the reference (setup, imports, data, plots), run as the reference has it;
 * ``answer``: where the student writes a task (the reference's ``solution`` cell), with the names it must define;
@@ -19,29 +19,17 @@ graded the same whether it was executed, saved, cleared, or had its outputs or c
 
 How a submission runs
 ---------------------
-Each notebook runs in a child process of its own (forked from the grader, which has imported torch once; a fresh
-``python -m minirl.grading worker`` where fork is unavailable), in a new empty temporary folder that is its working
-directory, ``HOME`` and ``TMPDIR``, with one thread, a time limit for the whole notebook (the process group is
-killed when it is reached), a file-size limit, stdin closed, and an audit hook (:func:`sys.addaudithook`) that refuses
-reading the solutions folder or the other submissions, writing, deleting or renaming anything outside its folder,
-starting processes and opening network connections. The child streams its progress (each step started and ended,
-each checker's verdict, each refused operation) to a file outside its folder, so a notebook that loops, crashes or
-kills its own process still gets a row per task saying what happened, and every other notebook is graded as usual.
-
-The audit hook is a tripwire against mistakes and casual tampering, not a security boundary: Python code that sets
-out to subvert the process it runs in (``ctypes``, walking the garbage collector) can. For submissions you do not
-trust at all, run the grader inside a container or a virtual machine with no access to the solutions. Answer cells
+In a sandboxed child process of its own, with a time limit (:mod:`minirl.classroom.sandbox`); this file schedules the
+children, kills those that reach their limit, and turns what each child recorded into one row per task. Answer cells
 that touch the grader's own modules are flagged in their row for a look by hand.
 """
 from __future__ import annotations
 
 import contextlib
 import csv
-import io
 import json
 import os
 import re
-import resource
 import signal
 import subprocess
 import sys
@@ -50,16 +38,15 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-EXERCISES = REPO / "notebooks" / "exercises"
-SOLUTIONS = EXERCISES / "solutions"
-CHECKS = EXERCISES / "checks.json"
+from . import sandbox
+from .release import CHECKS_FILE, SOLUTIONS
 
 DEFAULT_TIME_LIMIT = 120.0  # seconds per notebook; the reference notebooks take a few seconds each
-OUTPUT_LIMIT = 4000         # characters of a cell's output kept for messages
-FILE_SIZE_LIMIT = 64 << 20  # bytes: a submission cannot fill the disk
-SUSPICIOUS = ("minirl.exercises", "minirl.grading", "_VERDICTS", "Checks(", "addaudithook", "sys.modules")
+SUSPICIOUS = ("minirl.classroom", "minirl.exercises", "minirl.grading", "_VERDICTS", "Checks(", "addaudithook",
+              "sys.modules")  # minirl.exercises and minirl.grading: the classroom's modules before minirl.classroom
 LEVELS = ("function", "agent", "experiment", "written")
+OLD_NAME = "minirl.exercises"  # where copies handed out before minirl.classroom import the checkers from
+
 
 
 class GradingError(ValueError):
@@ -96,11 +83,11 @@ class TaskResult:
 # The checks file
 # ---------------------------------------------------------------------------------------------------------------
 
-def load_checks(path: Path = CHECKS) -> dict:
+def load_checks(path: Path = CHECKS_FILE) -> dict:
     """The checks file as a dict ``{notebook stem: {"title": ..., "cells": [...]}}``; a clear error if absent."""
     path = Path(path)
     if not path.exists():
-        raise GradingError(f"{path}: no checks file; run `python -m minirl.exercises make-student` to write it")
+        raise GradingError(f"{path}: no checks file; run `python -m minirl.classroom make-student` to write it")
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as e:
@@ -165,6 +152,7 @@ def build_program(spec: dict, nb: dict) -> tuple[list[dict], dict]:
     markdown = [_source(c) for c in nb["cells"] if c.get("cell_type") == "markdown"]
     known = {_normalise(c["source"]) for c in spec["cells"] if c["kind"] in ("given", "check")}
     known |= {_normalise(c["stub"]) for c in spec["cells"] if c["kind"] == "answer"}
+    known |= {k.replace("minirl.classroom", OLD_NAME) for k in known}  # an older copy's cells are the reference's too
     used: set[int] = set()
     steps: list[dict] = []
     found: dict = {"missing": {}, "ignored": 0, "written": {}, "flags": {}}
@@ -200,203 +188,6 @@ def build_program(spec: dict, nb: dict) -> tuple[list[dict], dict]:
                            if i not in used and src.strip() and _normalise(src) not in known)
     return steps, found
 
-
-# ---------------------------------------------------------------------------------------------------------------
-# The child process: run the steps, sandboxed
-# ---------------------------------------------------------------------------------------------------------------
-
-WARM = {"02_bcq": ("threshold", "threshold_sweep_reference"), "03_cql": ("alpha", "alpha_sweep_reference"),
-        "04_iql": ("expectile", "expectile_sweep_reference")}
-
-
-def _warm(notebooks: set[str]) -> None:
-    """Compute the reference sweeps of the notebooks to grade once, in the grader, before forking: every child
-    inherits them (each would otherwise recompute them, about a second of CPU per notebook)."""
-    import torch
-
-    from . import exercises
-    torch.set_num_threads(1)
-    for name in sorted(notebooks & set(WARM)):
-        key, function = WARM[name]
-        exercises._cached(key, getattr(exercises, function))
-
-
-def _preload() -> None:
-    """Import what every notebook needs once, in the grader, before forking (saves ~3 s per notebook)."""
-    os.environ.setdefault("MPLBACKEND", "Agg")
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot  # noqa: F401
-    import numpy  # noqa: F401
-    import torch  # noqa: F401
-    from IPython.core.interactiveshell import InteractiveShell  # noqa: F401
-
-    from . import bcq, cql, exercises, iql, nets, tabular  # noqa: F401
-
-
-def _under(path: str, roots: list[str]) -> bool:
-    return any(path == r or path.startswith(r.rstrip(os.sep) + os.sep) for r in roots)
-
-
-class _Sandbox:
-    """The audit hook of a child: refuses reads of ``forbidden`` folders, writes outside ``work``, processes and
-    network connections; each refusal is reported through ``report`` and raised as ``PermissionError``."""
-
-    WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_TRUNC
-    PATH_EVENTS = {"os.remove": (0,), "os.rmdir": (0,), "os.mkdir": (0,), "os.rename": (0, 1), "os.symlink": (1,),
-                   "os.link": (1,), "os.truncate": (0,), "os.chmod": (0,), "os.chown": (0,), "os.utime": (0,),
-                   "shutil.rmtree": (0,), "os.chdir": ()}
-    PROCESS_EVENTS = ("subprocess.Popen", "os.system", "os.exec", "os.posix_spawn", "os.spawn", "os.fork",
-                      "os.forkpty", "os.killpg", "socket.connect", "socket.bind", "pty.spawn")
-
-    def __init__(self, work: str, forbidden: list[str], report):
-        self.work = os.path.realpath(work)
-        self.forbidden = [os.path.realpath(f) for f in forbidden]
-        self.report = report
-        self.busy = False
-
-    def _path(self, p) -> str | None:
-        if isinstance(p, int) or p is None:
-            return None
-        try:
-            p = os.fsdecode(os.fspath(p))
-        except TypeError:
-            return None
-        return os.path.realpath(p)
-
-    def refuse(self, what: str, detail: str):
-        self.report({"type": "violation", "what": what, "detail": detail})
-        raise PermissionError(f"minirl grader: {what} is not allowed during grading ({detail})")
-
-    def __call__(self, event: str, args: tuple) -> None:
-        if self.busy:
-            return
-        self.busy = True
-        try:
-            self._check(event, args)
-        finally:
-            self.busy = False
-
-    def _check(self, event: str, args: tuple) -> None:
-        if event == "open":
-            path = self._path(args[0])
-            if path is None:
-                return
-            mode, flags = args[1], args[2] if len(args) > 2 else 0
-            writing = (isinstance(mode, str) and any(ch in mode for ch in "wax+")) or bool((flags or 0) & self.WRITE_FLAGS)
-            if _under(path, self.forbidden):
-                self.refuse("reading the solutions or other submissions", path)
-            if writing and not (_under(path, [self.work]) or path == os.devnull):
-                self.refuse("writing outside the submission's folder", path)
-        elif event in self.PATH_EVENTS:
-            for k in self.PATH_EVENTS[event]:
-                path = self._path(args[k]) if k < len(args) else None
-                if path is not None and not _under(path, [self.work]):
-                    self.refuse(f"{event} outside the submission's folder", path)
-            if event == "os.chdir":
-                path = self._path(args[0])
-                if path is not None and _under(path, self.forbidden):
-                    self.refuse("entering the solutions or other submissions", path)
-        elif event in ("os.listdir", "os.scandir", "glob.glob"):
-            path = self._path(args[0]) if args else None
-            if path is not None and _under(path, self.forbidden):
-                self.refuse("listing the solutions or other submissions", path)
-        elif event == "os.kill":
-            if args and args[0] not in (os.getpid(), 0):
-                self.refuse("signalling another process", f"pid {args[0]}")
-        elif event in self.PROCESS_EVENTS:
-            self.refuse("starting processes or opening connections", event)
-
-
-def run_child(steps: list[dict], work: str, result_path: str, forbidden: list[str], time_limit: float) -> None:
-    """Run ``steps`` in this (child) process; progress goes to ``result_path`` as JSON lines. Never returns into the
-    caller's code: the caller exits right after."""
-    if os.getsid(0) != os.getpid():
-        os.setsid()  # its own process group: the grader kills the group at the time limit (spawned: already one)
-    import faulthandler
-    faulthandler.disable()  # a crash of the submission is reported in its row, not dumped on the grader's terminal
-    fd = os.open(result_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-
-    def report(record: dict) -> None:
-        os.write(fd, (json.dumps(record) + "\n").encode())
-
-    stray = os.open(os.path.join(os.path.dirname(result_path), "stray-output.txt"),
-                    os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    os.dup2(stray, 1)
-    os.dup2(stray, 2)
-    devnull = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(devnull, 0)
-    os.chdir(work)
-    os.environ.update({"HOME": work, "TMPDIR": work, "MPLBACKEND": "Agg", "OMP_NUM_THREADS": "1",
-                       "MKL_NUM_THREADS": "1", "PYTHONDONTWRITEBYTECODE": "1"})
-    tempfile.tempdir = work
-    sys.dont_write_bytecode = True
-    limit_cpu = int(time_limit) + 30
-    resource.setrlimit(resource.RLIMIT_CPU, (limit_cpu, limit_cpu))
-    resource.setrlimit(resource.RLIMIT_FSIZE, (FILE_SIZE_LIMIT, FILE_SIZE_LIMIT))
-
-    import matplotlib.pyplot as plt
-    import torch
-    from IPython.core.interactiveshell import InteractiveShell
-    from traitlets.config import Config
-
-    from . import bcq, cql, exercises, iql, nets, tabular
-
-    torch.set_num_threads(1)
-
-    class Shell(InteractiveShell):
-        def enable_gui(self, gui=None):  # %matplotlib inline: figures are not shown while grading
-            return None
-
-    config = Config()
-    config.HistoryManager.enabled = False
-    config.InteractiveShell.colors = "NoColor"
-    config.InteractiveShell.xmode = "Plain"
-    shell = Shell(config=config)
-    modules = [bcq, cql, exercises, iql, nets, tabular]
-    snapshot = {m: dict(vars(m)) for m in modules}
-    checkers = {k: v for k, v in vars(exercises).items() if k.startswith("check_") and callable(v)}
-    verdicts = exercises._VERDICTS
-
-    def restore() -> None:  # undo any rebinding of minirl's functions by an earlier answer cell
-        for m, attrs in snapshot.items():
-            d = vars(m)
-            for k in [k for k in d if k not in attrs]:
-                del d[k]
-            d.update(attrs)
-        exercises._VERDICTS = verdicts
-
-    sys.addaudithook(_Sandbox(work, forbidden, report))
-    for k, step in enumerate(steps):
-        report({"type": "start", "step": k})
-        if step["kind"] != "answer":
-            restore()
-        if step["kind"] == "check":
-            shell.user_ns.update(checkers)
-        del verdicts[:]
-        out = io.StringIO()
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
-            try:
-                result = shell.run_cell(step["source"], store_history=False)
-                error = result.error_before_exec or result.error_in_exec
-            except BaseException as e:  # noqa: BLE001 - SystemExit, KeyboardInterrupt from the student's code
-                error = e
-        plt.close("all")
-        text = out.getvalue()
-        if step["kind"] == "check":
-            for v in verdicts:
-                report({"type": "verdict", "step": k, **v})
-        report({"type": "end", "step": k, "error": None if error is None else f"{type(error).__name__}: {error}",
-                "output": text[:OUTPUT_LIMIT] + ("\n[... output cut]" if len(text) > OUTPUT_LIMIT else "")})
-    report({"type": "done"})
-
-
-def worker_main(job_path: str) -> int:
-    """``python -m minirl.grading worker JOB.json``: the child of the spawn mode."""
-    job = json.loads(Path(job_path).read_text())
-    _preload()
-    run_child(job["steps"], job["work"], job["result"], job["forbidden"], job["time_limit"])
-    return 0
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -439,7 +230,7 @@ def _start(job: Job, forbidden: list[str], time_limit: float, use_fork: bool) ->
         if pid == 0:  # the child
             code = 0
             try:
-                run_child(job.steps, work, result, forbidden, time_limit)
+                sandbox.run_child(job.steps, work, result, forbidden, time_limit)
             except BaseException:  # noqa: BLE001 - a grader bug: leave a trace, never return into the parent's code
                 code = 70
                 with contextlib.suppress(Exception):
@@ -454,7 +245,7 @@ def _start(job: Job, forbidden: list[str], time_limit: float, use_fork: bool) ->
         Path(job_path).write_text(json.dumps({"steps": job.steps, "work": work, "result": result,
                                               "forbidden": forbidden, "time_limit": time_limit}))
         with open(os.path.join(job.tmp, "crash.txt"), "w") as err:  # the worker's own errors, if any
-            job.proc = subprocess.Popen([sys.executable, "-m", "minirl.grading", "worker", job_path],
+            job.proc = subprocess.Popen([sys.executable, "-m", "minirl.classroom.sandbox", "worker", job_path],
                                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err,
                                         start_new_session=True, cwd=work)
         job.pid = job.proc.pid
@@ -487,8 +278,8 @@ def run_jobs(jobs: list[Job], forbidden: list[str], time_limit: float = DEFAULT_
     """Run every runnable job, ``parallel`` at a time, each within ``time_limit`` seconds (wall clock)."""
     use_fork = _fork_available() if use_fork is None else use_fork
     if use_fork:
-        _preload()
-        _warm({j.notebook for j in jobs if j.steps is not None})
+        sandbox.preload()
+        sandbox.warm({j.notebook for j in jobs if j.steps is not None})
     pending = [j for j in jobs if j.steps is not None]
     running: list[Job] = []
     while pending or running:
@@ -673,8 +464,8 @@ def prepare(student: str, notebook: str, path: Path | None, spec: dict) -> Job:
     return job
 
 
-def grade_folder(folder: Path, checks: Path = CHECKS, time_limit: float = DEFAULT_TIME_LIMIT, parallel: int = 2,
-                 notebooks: list[str] | None = None, use_fork: bool | None = None,
+def grade_folder(folder: Path, checks: Path = CHECKS_FILE, time_limit: float = DEFAULT_TIME_LIMIT,
+                 parallel: int = 2, notebooks: list[str] | None = None, use_fork: bool | None = None,
                  progress=None) -> tuple[list[TaskResult], list[Job]]:
     """Grade ``folder/<student>/<exercise>.ipynb``: one :class:`TaskResult` per student and task."""
     folder = Path(folder)
@@ -721,7 +512,14 @@ def grade_folder(folder: Path, checks: Path = CHECKS, time_limit: float = DEFAUL
     return results, jobs
 
 
-def check_notebook(path: Path, checks: Path = CHECKS, time_limit: float = DEFAULT_TIME_LIMIT,
+def grade(folder: Path, **kwargs) -> str:
+    """Grade ``folder/<student>/<exercise>.ipynb`` against the reference (:func:`grade_folder`); returns the Markdown
+    table."""
+    results, _ = grade_folder(folder, **kwargs)
+    return table(results)
+
+
+def check_notebook(path: Path, checks: Path = CHECKS_FILE, time_limit: float = DEFAULT_TIME_LIMIT,
                    exercise: str | None = None, use_fork: bool | None = None) -> tuple[list[TaskResult], Job]:
     """The self-check: grade one notebook exactly as :func:`grade_folder` grades it."""
     path = Path(path)
@@ -780,11 +578,3 @@ def write_csv(results: list[TaskResult], path: Path) -> None:
 def write_json(results: list[TaskResult], path: Path) -> None:
     Path(path).write_text(json.dumps([asdict(r) for r in results], indent=1, ensure_ascii=False) + "\n",
                           encoding="utf-8")
-
-
-if __name__ == "__main__":
-    if len(sys.argv) == 3 and sys.argv[1] == "worker":
-        sys.exit(worker_main(sys.argv[2]))
-    print("usage: python -m minirl.grading worker JOB.json  (internal: use python -m minirl.exercises)",
-          file=sys.stderr)
-    sys.exit(2)

@@ -1,0 +1,30 @@
+"""The classroom: exercise notebooks, their checkers, the student copies, a class's release and the grader.
+
+A task in an exercise notebook is an answer cell where the student writes code, then a checker cell, e.g.
+``check_expectile_loss(expectile_loss)``, which compares the code with minirl's own and prints one line per task.
+Tasks come at three levels: a *function* (a loss, a target), an *agent* (one update of a whole agent) and an
+*experiment* (a sweep whose numbers are checked, with a figure and a written answer for the instructor).
+
+The files, in the order they depend on each other (each imports only those above it):
+
+``checks.py``        how a check compares (:class:`~minirl.classroom.checks.Checks`), the function tasks' checkers
+``agent_checks.py``  the agent and experiment tasks: small fixed problems, seeded agents, reference sweeps
+``release.py``       from the reference notebooks (``notebooks/exercises/solutions/``): the student copies, the checks
+                     file the grader runs, the book's exercises page, a class's release without solutions
+``sandbox.py``       the child process that runs one submission (audit hook, limits; ``python -m
+                     minirl.classroom.sandbox worker`` where fork is unavailable)
+``grader.py``        grading a folder or one notebook against the reference: one row per student and task
+``cli.py``           ``python -m minirl.classroom make-student | check | grade | class-release``
+
+Notebooks import the checkers and the exercise problems from here: ``from minirl.classroom import
+check_expectile_loss``.
+"""
+# what the exercise notebooks import
+from .agent_checks import (ALPHAS, EXPECTILES, THRESHOLDS, check_alpha_sweep,  # noqa: F401
+                           check_discrete_bcq_update, check_discrete_cql_update, check_expectile_sweep,
+                           check_iql_update, check_threshold_sweep, continuous_exercise, greedy_return,
+                           make_discrete_bcq, make_discrete_cql, make_iql, tabular_exercise)
+from .checks import (check_awr_weights, check_bcq_action_mask, check_critic_target,  # noqa: F401
+                     check_cql_penalty, check_discrete_cql_penalty, check_empirical_mdp, check_evaluate_policy,
+                     check_expectile_experiment, check_expectile_loss, check_lagrange_loss, check_optimism_experiment,
+                     check_policy_transition, check_q_target, check_soft_clipped_double_q, check_vae_loss)

@@ -1,0 +1,408 @@
+"""The checkers that exercise notebooks call: how a check compares, and the function tasks.
+
+A task in an exercise notebook is an answer cell (tagged ``solution`` in the reference notebook) where the student
+writes code, then a checker cell::
+
+    check_expectile_loss(expectile_loss)
+
+A checker compares the student's code with minirl's own on fixed and random inputs (edge cases included) and prints
+one line per task, e.g. ``expectile_loss: 5/5 checks passed``, after each failed check with its input, the expected
+and the obtained values; code that still raises ``NotImplementedError`` prints ``not implemented yet``. Each
+:meth:`Checks.report` also records its verdict in ``_VERDICTS``, where the grader (:mod:`minirl.classroom.sandbox`)
+reads it.
+
+This file holds the *function* tasks (a loss, a target: chapter 1's tabular functions and its optimism experiment,
+the losses of BCQ, CQL and IQL). The *agent* and *experiment* tasks are in :mod:`minirl.classroom.agent_checks`.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Comparing a student's answer with the reference
+# ---------------------------------------------------------------------------------------------------------------
+
+def _as_array(x):
+    if hasattr(x, "detach"):  # a torch tensor
+        x = x.detach().cpu().numpy()
+    return np.asarray(x, dtype=float)
+
+
+def _fmt(x) -> str:
+    a = np.round(_as_array(x), 6) + 0.0  # + 0.0 turns -0 into 0
+    return " ".join(np.array2string(a, precision=6, separator=", ", threshold=12, max_line_width=10_000).split())
+
+
+def mismatch(got, want, atol: float = 1e-6, rtol: float = 1e-6) -> str | None:
+    """``None`` if ``got`` matches ``want`` (same shape, close values), else a readable description."""
+    try:
+        g = _as_array(got)
+    except (TypeError, ValueError) as e:
+        return f"got a {type(got).__name__} that is not an array of numbers ({e})"
+    w = _as_array(want)
+    if g.shape != w.shape:
+        return f"shape {g.shape}, expected shape {w.shape}"
+    same_inf = np.isinf(g) & np.isinf(w) & (np.sign(g) == np.sign(w))
+    bad = ~(np.isclose(g, w, atol=atol, rtol=rtol) | same_inf)
+    if not bad.any():
+        return None
+    i = np.unravel_index(int(np.flatnonzero(bad)[0]), g.shape) if g.shape else ()
+    where = f" at index {tuple(int(k) for k in i)}" if g.shape else ""
+    return (f"{int(bad.sum())} of {bad.size} values differ{where}: got {float(g[i]):.6g}, expected {float(w[i]):.6g}"
+            f"\n    got      {_fmt(g)}\n    expected {_fmt(w)}")
+
+
+_VERDICTS: list[dict] = []  # every report() appends its verdict here: the grader reads it (sandbox.py)
+
+
+class Checks:
+    """Run a task's checks, print failures with their inputs, then one summary line ``<task>: k/n checks passed``.
+
+    ``report()`` also records the verdict (task, checks passed, checks run, not implemented) for the grader, which
+    takes a task's grade from this record of the reference checker, never from what a notebook stores or prints."""
+
+    def __init__(self, task: str):
+        self.task, self.n, self.passed, self.not_implemented = task, 0, 0, None
+
+    def compare(self, description: str, call, want, atol: float = 1e-6, rtol: float = 1e-6) -> None:
+        """Call ``call()`` (the student's function on one input) and compare with ``want``."""
+        self.n += 1
+        if self.not_implemented is not None:
+            return
+        try:
+            got = call()
+        except NotImplementedError as e:
+            self.not_implemented = str(e) or "NotImplementedError"
+            return
+        except Exception as e:  # noqa: BLE001 - any error is reported to the student with its input
+            print(f"check FAILED: {description}\n    raised {type(e).__name__}: {e}")
+            return
+        problem = mismatch(got, want, atol, rtol) if not callable(want) else want(got)
+        if problem is None:
+            self.passed += 1
+        else:
+            print(f"check FAILED: {description}\n    {problem}")
+
+    def report(self) -> None:
+        _VERDICTS.append({"task": self.task, "passed": self.passed, "n": self.n,
+                          "not_implemented": self.not_implemented})
+        if self.not_implemented is not None:
+            print(f"{self.task}: not implemented yet (NotImplementedError: {self.not_implemented})")
+        else:
+            print(f"{self.task}: {self.passed}/{self.n} checks passed")
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Chapter 1: finite MDPs, exact policy evaluation, the empirical MDP
+# ---------------------------------------------------------------------------------------------------------------
+
+def _random_policy(S: int, A: int, seed: int) -> np.ndarray:
+    w = np.random.default_rng(seed).random((S, A)) + 0.05
+    return w / w.sum(axis=1, keepdims=True)
+
+
+def _two_state_mdp():
+    """A hand-checkable MDP: action 0 stays, action 1 switches state; reward 1 for being in state 1."""
+    P = np.zeros((2, 2, 2))
+    P[0, 0, 0] = P[1, 0, 1] = 1.0
+    P[0, 1, 1] = P[1, 1, 0] = 1.0
+    R = np.array([[0.0, 0.0], [1.0, 1.0]])
+    return P, R
+
+
+def check_policy_transition(fn) -> None:
+    """Task: ``policy_transition(P, pi)`` returns ``P^pi[(s,a),(s',a')] = P(s'|s,a) pi(a'|s')``, shape (SA, SA)."""
+    from .. import tabular as tab
+    c = Checks("policy_transition")
+    P, _ = _two_state_mdp()
+    always_switch = np.array([[0.0, 1.0], [0.0, 1.0]])
+    c.compare("two-state MDP, pi = always switch", lambda: fn(P, always_switch), tab.policy_transition(P, always_switch))
+    c.compare("two-state MDP, uniform pi", lambda: fn(P, np.full((2, 2), 0.5)), tab.policy_transition(P, np.full((2, 2), 0.5)))
+    one = np.ones((1, 1, 1))
+    c.compare("one state, one action", lambda: fn(one, np.ones((1, 1))), np.ones((1, 1)))
+    for seed, (S, A) in [(0, (4, 3)), (1, (6, 2))]:
+        m = tab.random_mdp(S, A, seed=seed)
+        pi = _random_policy(S, A, seed + 100)
+        c.compare(f"random MDP S={S} A={A} seed={seed}, random pi", lambda: fn(m.P, pi), tab.policy_transition(m.P, pi))
+    return c.report()
+
+
+def check_evaluate_policy(fn) -> None:
+    """Task: ``evaluate_policy(P, R, gamma, pi)`` returns ``Q^pi = (I - gamma P^pi)^-1 R`` as an (S, A) table."""
+    from .. import tabular as tab
+    c = Checks("evaluate_policy")
+    P, R = _two_state_mdp()
+    stay = np.array([[1.0, 0.0], [1.0, 0.0]])
+    # by hand: staying in state 1 earns 1 forever (10 at gamma 0.9); in state 0 nothing; switching from 0 reaches 1
+    c.compare("two-state MDP, gamma=0.9, pi = always stay", lambda: fn(P, R, 0.9, stay),
+              np.array([[0.0, 9.0], [10.0, 1.0]]))
+    c.compare("two-state MDP, gamma=0 (Q = R)", lambda: fn(P, R, 0.0, stay), R)
+    for seed, (S, A, gamma) in [(0, (4, 3, 0.9)), (1, (6, 2, 0.5)), (2, (5, 4, 0.99))]:
+        m = tab.random_mdp(S, A, gamma=gamma, seed=seed)
+        pi = _random_policy(S, A, seed + 100)
+        c.compare(f"random MDP S={S} A={A} gamma={gamma} seed={seed}", lambda: fn(m.P, m.R, gamma, pi),
+                  tab.evaluate_policy_exact(m, pi), atol=1e-5)
+    return c.report()
+
+
+def check_empirical_mdp(fn) -> None:
+    """Task: ``empirical_mdp(s, a, r, s_next, S, A)`` returns ``(T_hat, r_hat, counts)``; unseen pairs loop with r 0."""
+    from .. import tabular as tab
+    c = Checks("empirical_mdp")
+
+    def reference(s, a, r, s_next, S, A):
+        data = {"s": np.asarray(s), "a": np.asarray(a), "r": np.asarray(r, dtype=float),
+                "s_next": np.asarray(s_next), "done": np.zeros(len(s), dtype=bool)}
+        m, counts = tab.empirical_mdp(data, S, A, gamma=0.9)
+        return m.P, m.R, counts
+
+    def compare_all(description, args):
+        want = reference(*args)
+        for k, name in enumerate(("T_hat", "r_hat", "counts")):
+            c.compare(f"{description}: {name}", lambda k=k: _pick(fn(*args), k, 3), want[k])
+
+    compare_all("s=[0, 0, 1], a=[1, 1, 0], r=[1, 3, 2], s_next=[1, 0, 1], S=2, A=2 (pair (0,0) and (1,1) unseen)",
+                ([0, 0, 1], [1, 1, 0], [1.0, 3.0, 2.0], [1, 0, 1], 2, 2))
+    rng = np.random.default_rng(7)
+    m = tab.random_mdp(5, 3, seed=3)
+    d = tab.sample_dataset(m, _random_policy(5, 3, 4), 200, seed=int(rng.integers(1000)))
+    compare_all("200 transitions of a random MDP S=5 A=3 seed=3", (d["s"], d["a"], d["r"], d["s_next"], 5, 3))
+    return c.report()
+
+
+def _pick(result, k: int, n: int):
+    if not isinstance(result, (tuple, list)) or len(result) != n:
+        raise ValueError(f"expected a tuple of {n} arrays, got {type(result).__name__}"
+                         + (f" of length {len(result)}" if isinstance(result, (tuple, list)) else ""))
+    return result[k]
+
+
+def optimism_experiment(unseen_reward: float = 1.0, n_transitions: int = 300, seed: int = 0) -> dict:
+    """The reference answer of chapter 1's experiment: plan in the empirical MDP of a small dataset whose unseen pairs
+    pay ``unseen_reward`` forever, then run the greedy policy in the true MDP.  Returns the value the empirical MDP
+    promises (``J_hat``), the true return (``J_true``) and the behaviour policy's true return (``J_beta``)."""
+    from .. import tabular as tab
+    mdp = tab.random_mdp(8, 4, gamma=0.9, seed=seed, branching=3)
+    pi_beta = np.zeros((8, 4))
+    pi_beta[:, 0], pi_beta[:, 1] = 0.7, 0.3  # the behaviour policy never takes actions 2 and 3
+    data = tab.sample_dataset(mdp, pi_beta, n_transitions, seed=seed)
+    mdp_hat, _ = tab.empirical_mdp(data, 8, 4, gamma=0.9, init=mdp.init, unseen_reward=unseen_reward)
+    pi = tab.greedy_policy(tab.value_iteration(mdp_hat))
+    return {"J_hat": tab.policy_return(mdp_hat, pi), "J_true": tab.policy_return(mdp, pi),
+            "J_beta": tab.policy_return(mdp, pi_beta)}
+
+
+def check_optimism_experiment(fn) -> None:
+    """Task: ``fn()`` returns the pair ``(J_hat, J_true)`` of the optimism experiment (:func:`optimism_experiment`)."""
+    want = optimism_experiment()
+    c = Checks("optimism_experiment")
+    c.compare("J_hat: the return the empirical MDP promises", lambda: _pick(fn(), 0, 2), want["J_hat"], atol=1e-4)
+    c.compare("J_true: the greedy policy's return in the true MDP", lambda: _pick(fn(), 1, 2), want["J_true"],
+              atol=1e-4)
+    return c.report()
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Chapters 2-4: the losses of BCQ, CQL and IQL, checked against minirl's own pure functions
+# ---------------------------------------------------------------------------------------------------------------
+
+def _t(x, requires_grad: bool = False):
+    import torch
+    return torch.tensor(x, dtype=torch.float32, requires_grad=requires_grad)
+
+
+def _clone(args):
+    return tuple(a.detach().clone().requires_grad_(a.requires_grad) if hasattr(a, "detach") else a for a in args)
+
+
+def _check_cases(task: str, fn, reference, cases, atol: float = 1e-5) -> Checks:
+    """Compare ``fn(*args)`` with ``reference(*args)`` for every ``(description, args)`` in ``cases``."""
+    c = Checks(task)
+    for description, args in cases:
+        c.compare(description, lambda args=args: fn(*_clone(args)), reference(*_clone(args)), atol=atol, rtol=1e-5)
+    return c
+
+
+def _randn(*shape, seed: int, scale: float = 1.0):
+    import torch
+    return scale * torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
+
+
+def _check_detached(c: Checks, fn, args: tuple, index: int, name: str, description: str) -> None:
+    """One check: ``fn(*args)`` must carry no gradient to ``args[index]`` (it must be detached there)."""
+    import torch
+
+    def gradient_problem():
+        a = _clone(args)
+        out = fn(*a)
+        if not getattr(out, "requires_grad", False):
+            return None
+        grad = torch.autograd.grad(out.sum(), a[index], allow_unused=True)[0]
+        if grad is not None and bool(grad.abs().sum() > 0):
+            return f"the output has a gradient with respect to {name}: detach {name} (make it a constant)"
+        return None
+
+    c.compare(description, gradient_problem, lambda problem: problem)
+
+
+def check_expectile_loss(fn) -> None:
+    """Task: ``expectile_loss(diff, tau) = |tau - 1(diff < 0)| * diff^2``, elementwise."""
+    from ..iql import expectile_loss
+    c = _check_cases("expectile_loss", fn, expectile_loss, [
+        ("diff=[-2, -0.5, 0, 0.5, 2], tau=0.7 (by hand: [1.2, 0.075, 0, 0.175, 2.8])",
+         (_t([-2.0, -0.5, 0.0, 0.5, 2.0]), 0.7)),
+        ("diff=[-1, 1, 3], tau=0.5 (half the squared error)", (_t([-1.0, 1.0, 3.0]), 0.5)),
+        ("random diff of shape (3, 4), tau=0.9", (_randn(3, 4, seed=0), 0.9)),
+        ("random diff of shape (6,), tau=0.1 (below the median: negative errors weigh more)", (_randn(6, seed=1), 0.1)),
+        ("diff all zero, tau=0.99", (_t([0.0, 0.0, 0.0]), 0.99)),
+    ])
+    c.report()
+
+
+def check_q_target(fn) -> None:
+    """Task: IQL's critic target ``y = r + gamma (1 - done) V(s')``."""
+    from ..iql import q_target
+    _check_cases("q_target", fn, q_target, [
+        ("rew=[1, 2], done=[0, 1], next_v=[10, 10], gamma=0.9 (by hand: [10, 2])",
+         (_t([1.0, 2.0]), _t([0.0, 1.0]), _t([10.0, 10.0]), 0.9)),
+        ("gamma=0: the target is the reward", (_t([1.0, -1.0, 3.0]), _t([0.0, 0.0, 0.0]), _t([5.0, 6.0, 7.0]), 0.0)),
+        ("every transition terminal", (_t([0.5, 0.25]), _t([1.0, 1.0]), _t([100.0, -100.0]), 0.99)),
+        ("random batch of 8, gamma=0.99", (_randn(8, seed=2), (_randn(8, seed=3) > 1).float(), _randn(8, seed=4),
+                                           0.99)),
+    ]).report()
+
+
+def check_awr_weights(fn) -> None:
+    """Task: ``awr_weights(adv, beta, max_weight) = min(exp(beta * adv), max_weight)``, detached."""
+    from ..iql import awr_weights
+    c = _check_cases("awr_weights", fn, awr_weights, [
+        ("adv=[-1, 0, 1, 2], beta=3, max_weight=100 (exp(6) = 403 is clamped to 100)",
+         (_t([-1.0, 0.0, 1.0, 2.0]), 3.0, 100.0)),
+        ("beta=0: every weight is 1 (behaviour cloning)", (_randn(5, seed=5), 0.0, 100.0)),
+        ("random advantages, beta=10, max_weight=20", (_randn(4, 3, seed=6), 10.0, 20.0)),
+        ("huge advantages [50, 1000], beta=3: clamped, never inf or nan", (_t([50.0, 1000.0]), 3.0, 100.0)),
+    ])
+    _check_detached(c, fn, (_t([0.5, -0.5, 1.5], requires_grad=True), 3.0, 100.0), 0, "adv",
+                    "adv requires grad: the weights must be constants for the actor")
+    c.report()
+
+
+def check_expectile_experiment(fn) -> None:
+    """Task: ``fn()`` returns the 0.9-expectile of the values [0, 1, 5] with probabilities [0.5, 0.3, 0.2]."""
+    from ..tabular import expectile
+    want = float(expectile(np.array([0.0, 1.0, 5.0]), np.array([0.5, 0.3, 0.2]), 0.9))
+    c = Checks("expectile_experiment")
+    c.compare("the 0.9-expectile, within 1e-3", lambda: float(fn()), want, atol=1e-3)
+    c.report()
+
+
+def check_discrete_cql_penalty(fn) -> None:
+    """Task: discrete CQL's ``logsumexp_a Q(s, a) - Q(s, a_data)`` per state."""
+    import torch
+    from ..cql import discrete_cql_penalty
+    long = lambda x: torch.tensor(x, dtype=torch.long)  # noqa: E731
+    _check_cases("discrete_cql_penalty", fn, discrete_cql_penalty, [
+        ("q_all=[[1, 2, 3]], actions=[0] (by hand: log(e + e^2 + e^3) - 1 = 2.4076)", (_t([[1.0, 2.0, 3.0]]), long([0]))),
+        ("all Q equal: the penalty is log |A|", (_t([[0.5, 0.5, 0.5, 0.5]]), long([2]))),
+        ("random Q of shape (5, 4)", (_randn(5, 4, seed=7), long([0, 1, 2, 3, 0]))),
+        ("Q values near 1000 (compute logsumexp stably)", (_t([[1000.0, 1001.0], [999.0, 1000.0]]), long([1, 0]))),
+        ("the data action has the largest Q", (_t([[0.0, 5.0, 1.0]]), long([1]))),
+    ]).report()
+
+
+def check_cql_penalty(fn) -> None:
+    """Task: ``T * logsumexp_i(Q(s, a_i) / T - log p(a_i)) - Q(s, a_data)`` per state."""
+    from ..cql import cql_penalty
+    log_u = float(-3 * np.log(0.5))  # -log of the uniform density on [-1, 1]^3 is +3 log 2; log p = 3 log 0.5
+    _check_cases("cql_penalty", fn, cql_penalty, [
+        ("q_data=[1], q_sampled=[[1, 2, 3]], log_density=0, T=1", (_t([1.0]), _t([[1.0, 2.0, 3.0]]), 0.0, 1.0)),
+        ("uniform actions in [-1, 1]^3: log_density = 3 log 0.5 for every sample",
+         (_t([0.0, 1.0]), _t([[0.0, 1.0], [2.0, 0.5]]), -log_u, 1.0)),
+        ("per-sample log-densities of shape (B, K)", (_randn(3, seed=8), _randn(3, 4, seed=9), _randn(3, 4, seed=10),
+                                                      1.0)),
+        ("temperature 0.1 (close to the hard max)", (_randn(4, seed=11), _randn(4, 6, seed=12), 0.0, 0.1)),
+        ("temperature 10", (_randn(4, seed=13), _randn(4, 6, seed=14), _randn(4, 6, seed=15), 10.0)),
+    ]).report()
+
+
+def check_lagrange_loss(fn) -> None:
+    """Task: the dual loss ``-cql_alpha * alpha' * (penalty.detach() - gap)``, ``alpha' = clamp(exp(log a'), 0, 1e6)``."""
+    import torch
+    from ..cql import lagrange_loss
+    c = _check_cases("lagrange_loss", fn, lagrange_loss, [
+        ("log_alpha'=0, penalty=[7], gap=5, cql_alpha=1 (by hand: -2)", (_t(0.0), _t([7.0]), 5.0, 1.0)),
+        ("penalty below the gap: the loss is positive", (_t(0.5), _t([2.0]), 5.0, 5.0)),
+        ("per-critic penalties [3, 9] are averaged", (_t(-1.0), _t([3.0, 9.0]), 5.0, 1.0)),
+        ("log_alpha'=20: alpha' is clamped at 1e6", (_t(20.0), _t([6.0]), 5.0, 1.0)),
+    ], atol=1e-3)
+    for description, penalty, gap in (("penalty 7 > gap 5: a descent step raises alpha'", 7.0, 5.0),
+                                      ("penalty 2 < gap 5: a descent step lowers alpha'", 2.0, 5.0)):
+        def grad_of(f, penalty=penalty, gap=gap):
+            log_a = _t(0.3, requires_grad=True)
+            out = f(log_a, _t([penalty]), gap, 1.0)
+            return torch.autograd.grad(out, log_a)[0]
+        c.compare(f"{description} (gradient on log alpha')", lambda g=grad_of: g(fn), grad_of(lagrange_loss))
+    _check_detached(c, fn, (_t(0.0, requires_grad=True), _t([4.0, 6.0], requires_grad=True), 5.0, 1.0), 1,
+                    "penalty", "penalty requires grad (it belongs to the critic's graph): the loss must not reach it")
+    c.report()
+
+
+def check_soft_clipped_double_q(fn) -> None:
+    """Task: ``lambda * min(q1, q2) + (1 - lambda) * max(q1, q2)``."""
+    from ..bcq import soft_clipped_double_q
+    _check_cases("soft_clipped_double_q", fn, soft_clipped_double_q, [
+        ("q1=[1, 5], q2=[3, 2], lambda=0.75 (by hand: [1.5, 2.75])", (_t([1.0, 5.0]), _t([3.0, 2.0]), 0.75)),
+        ("lambda=1: clipped double Q, the minimum", (_randn(5, seed=16), _randn(5, seed=17), 1.0)),
+        ("lambda=0: the maximum", (_randn(5, seed=18), _randn(5, seed=19), 0.0)),
+        ("random (4, 10) candidates, lambda=0.75", (_randn(4, 10, seed=20), _randn(4, 10, seed=21), 0.75)),
+        ("q1 == q2: both", (_t([2.0, -3.0]), _t([2.0, -3.0]), 0.75)),
+    ]).report()
+
+
+def check_vae_loss(fn) -> None:
+    """Task: ``mean (recon - a)^2 + kl_weight * mean KL(N(mean, std^2) || N(0, 1))``."""
+    from ..bcq import vae_loss
+    _check_cases("vae_loss", fn, vae_loss, [
+        ("recon=[[0.5]], a=[[0]], mean=[[0]], std=[[1]]: the KL is 0 (loss 0.25)",
+         (_t([[0.5]]), _t([[0.0]]), _t([[0.0]]), _t([[1.0]]), 0.5)),
+        ("perfect reconstruction, mean=[[1, 0]], std=[[1, 2]] (KL only)",
+         (_t([[0.2, -0.3]]), _t([[0.2, -0.3]]), _t([[1.0, 0.0]]), _t([[1.0, 2.0]]), 0.5)),
+        ("random batch: actions (8, 3), latent (8, 6)",
+         (_randn(8, 3, seed=22), _randn(8, 3, seed=23), _randn(8, 6, seed=24), _randn(8, 6, seed=25).exp(), 0.5)),
+        ("kl_weight=0: the reconstruction error only",
+         (_randn(4, 2, seed=26), _randn(4, 2, seed=27), _randn(4, 4, seed=28), _randn(4, 4, seed=29).exp(), 0.0)),
+        ("small std 0.05 (log std^2 is large and negative)",
+         (_randn(2, 1, seed=30), _randn(2, 1, seed=31), _t([[0.1, 0.0], [0.0, 0.2]]), _t([[0.05, 0.05], [0.1, 0.5]]), 0.5)),
+    ]).report()
+
+
+def check_critic_target(fn) -> None:
+    """Task: BCQ's ``y = r + gamma (1 - done) max_j [soft_clipped_double_q(Q'_1, Q'_2)](s', a_j)``."""
+    from ..bcq import critic_target
+    _check_cases("critic_target", fn, critic_target, [
+        ("r=[1], done=[0], next_q1=[[1, 4]], next_q2=[[2, 3]], gamma=0.9, lambda=0.75 (by hand: 1 + 0.9 * 3.25)",
+         (_t([1.0]), _t([0.0]), _t([[1.0, 4.0]]), _t([[2.0, 3.0]]), 0.9, 0.75)),
+        ("done=[1]: the target is the reward", (_t([2.0]), _t([1.0]), _t([[10.0, 20.0]]), _t([[5.0, 6.0]]), 0.99, 0.75)),
+        ("one candidate per next state", (_randn(3, seed=32), _t([0.0, 1.0, 0.0]), _randn(3, 1, seed=33),
+                                           _randn(3, 1, seed=34), 0.99, 0.75)),
+        ("random batch of 5 with 10 candidates", (_randn(5, seed=35), (_randn(5, seed=36) > 1).float(),
+                                                  _randn(5, 10, seed=37), _randn(5, 10, seed=38), 0.99, 0.75)),
+    ]).report()
+
+
+def check_bcq_action_mask(fn) -> None:
+    """Task: discrete BCQ's mask ``G(a|s) / max_a' G(a'|s) >= threshold`` from log-probabilities."""
+    import torch
+    from ..bcq import bcq_action_mask
+    probs = torch.tensor([[0.5, 0.3, 0.15, 0.05]])
+    _check_cases("bcq_action_mask", fn, bcq_action_mask, [
+        ("probs=[0.5, 0.3, 0.15, 0.05], threshold=0.3 (ratios 1, 0.6, 0.3, 0.1)", (probs.log(), 0.3)),
+        ("threshold=0: every action allowed", (probs.log(), 0.0)),
+        ("threshold=1: only the most likely action", (probs.log(), 1.0)),
+        ("a state where no action reaches probability 0.3 (the threshold is relative)",
+         (torch.tensor([[0.25, 0.25, 0.2, 0.2, 0.1]]).log(), 0.5)),
+        ("tiny probabilities: log-probs [-200, -201, -210] (ratios 1, e^-1, e^-10)",
+         (torch.tensor([[-200.0, -201.0, -210.0]]), 0.3)),
+    ]).report()
+

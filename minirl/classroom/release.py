@@ -1,0 +1,361 @@
+"""Student copies, the checks file, the book's exercises page and a class's release: all generated from the reference.
+
+Solutions live in one place only, the reference notebooks ``notebooks/exercises/solutions/*.ipynb``.
+:func:`make_student` (``python -m minirl.classroom make-student``) writes from them the student copies
+``notebooks/exercises/*.ipynb`` (answer cells stubbed, written answers replaced by a placeholder, no outputs), the
+checks file ``notebooks/exercises/checks.json`` (what the grader runs, with no solution text: :func:`notebook_spec`)
+and the book page ``book/exercises.md`` (``--hide-solutions``: without the solutions); ``make-student --check`` fails
+if one is stale. :func:`class_release` (``class-release OUT``) writes the student copies and the book without any
+solution text.
+"""
+from __future__ import annotations
+
+import ast
+import copy
+import json
+import re
+import subprocess
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+EXERCISES = REPO / "notebooks" / "exercises"
+SOLUTIONS = EXERCISES / "solutions"          # the reference notebooks: the only place the solutions live
+CHECKS_FILE = EXERCISES / "checks.json"      # what the grader runs (minirl.classroom.grader)
+BOOK_PAGE = REPO / "book" / "exercises.md"
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Student copies, the checks file and the book page: generated from the reference notebooks
+# ---------------------------------------------------------------------------------------------------------------
+
+STUB_MESSAGE = "your code here: replace this line"
+WRITTEN_PLACEHOLDER = "_Your answer here: two or three sentences that cite the figure. Graded by the instructor._"
+LEVEL_TAGS = ("agent", "experiment")  # a solution cell's level; untagged: a function task
+
+
+def stub_source(source: str) -> str:
+    """A solution cell's source with every function body replaced by ``raise NotImplementedError``.
+
+    Imports, comments above the functions, signatures and docstrings stay; everything else at the top level of the
+    cell (an assignment the student must make, e.g. ``answer = ...``) becomes ``name = None  # your answer``.
+    """
+    tree = ast.parse(source)
+    lines = source.splitlines()
+    out: list[str] = []
+    prev_end = 0
+    for node in tree.body:
+        start = (node.decorator_list[0].lineno if getattr(node, "decorator_list", None) else node.lineno) - 1
+        out.extend(lines[prev_end:start])  # comments and blank lines between statements
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            body = node.body
+            has_doc = (isinstance(body[0], ast.Expr) and isinstance(getattr(body[0], "value", None), ast.Constant)
+                       and isinstance(body[0].value.value, str))
+            keep_until = body[0].end_lineno if has_doc else body[0].lineno - 1
+            out.extend(lines[start:keep_until])
+            indent = " " * body[0].col_offset
+            out.append(f'{indent}raise NotImplementedError("{node.name}: {STUB_MESSAGE}")')
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            out.extend(lines[start:node.end_lineno])
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names = ", ".join(ast.unparse(t) for t in targets)
+            out.append(f"{names} = None  # your answer")
+        else:
+            raise ValueError(f"a solution cell may hold imports, functions and assignments; line {node.lineno} is a "
+                             f"{type(node).__name__}")
+        prev_end = node.end_lineno
+    return "\n".join(out).rstrip() + "\n"
+
+
+def _tags(cell: dict) -> list[str]:
+    return cell.get("metadata", {}).get("tags", [])
+
+
+def _src(cell: dict) -> str:
+    return "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
+
+
+def _defined_names(source: str) -> list[str]:
+    names = []
+    for node in ast.parse(source).body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.append(node.name)
+        elif isinstance(node, ast.Assign):
+            names += [t.id for t in node.targets if isinstance(t, ast.Name)]
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            names.append(node.target.id)
+    return names
+
+
+def checker_task(source: str) -> str | None:
+    """The task a checker cell checks (``check_expectile_loss(expectile_loss)`` or ``returns =
+    check_threshold_sweep(threshold_sweep)`` -> the name after ``check_``), or ``None`` if the cell is not one call
+    of a ``check_*`` function (possibly assigned to a name)."""
+    try:
+        body = ast.parse(source).body
+    except SyntaxError:
+        return None
+    if len(body) != 1:
+        return None
+    node = body[0]
+    call = node.value if isinstance(node, (ast.Expr, ast.Assign)) else None
+    if isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id.startswith("check_"):
+        return call.func.id[len("check_"):]
+    return None
+
+
+def written_marker(task: str) -> str:
+    return f"**Your answer ({task}):**"
+
+
+def notebook_spec(nb: dict, name: str) -> dict:
+    """The checks-file entry of one reference notebook: its cells as given / answer / check / written, the expected
+    verdict of every checker read from the reference's stored output. No solution text."""
+    cells, pending, last_task = [], None, None
+    for cell in nb["cells"]:
+        src, tags = _src(cell), _tags(cell)
+        if cell["cell_type"] == "markdown":
+            if "written" in tags:
+                if last_task is None:
+                    raise ValueError(f"{name}: a written-answer cell before any task")
+                task = f"{last_task}_answer"
+                cells.append({"kind": "written", "task": task, "level": "written", "marker": written_marker(task),
+                              "placeholder": WRITTEN_PLACEHOLDER})
+            continue
+        if "solution" in tags:
+            level = next((t for t in LEVEL_TAGS if t in tags), "function")
+            pending = {"kind": "answer", "names": _defined_names(src), "stub": stub_source(src), "level": level}
+            cells.append(pending)
+            continue
+        task = checker_task(src)
+        if task is None:
+            cells.append({"kind": "given", "source": src})
+            continue
+        if pending is None:
+            raise ValueError(f"{name}: the checker of {task} has no solution cell before it")
+        if task in pending["names"]:
+            pending["names"] = [task] + [n for n in pending["names"] if n != task]
+        pending["task"] = task
+        text = "".join("".join(o.get("text", "")) for o in cell.get("outputs", []) if o.get("output_type") == "stream")
+        m = re.search(rf"^{re.escape(task)}: (\d+)/(\d+) checks passed$", text, re.M)
+        if not m or m.group(1) != m.group(2):
+            raise ValueError(f"{name}: the reference's checker of {task} did not print '{task}: n/n checks passed' "
+                             f"(re-execute notebooks/exercises/solutions/{name}.ipynb)")
+        cells.append({"kind": "check", "task": task, "level": pending["level"], "source": src,
+                      "expected": m.group(0), "n": int(m.group(2))})
+        last_task, pending = task, None
+    title = _src(nb["cells"][0]).splitlines()[0].lstrip("# ").strip()
+    return {"title": title, "cells": cells}
+
+
+def student_notebook(nb: dict, name: str | None = None) -> dict:
+    """The student copy of a reference notebook (as a JSON dict): ``solution`` cells stubbed, ``written`` answers
+    replaced by a placeholder, every output dropped (a student copy shows no verdict before it is run)."""
+    nb = copy.deepcopy(nb)
+    if name:
+        nb.setdefault("metadata", {})["minirl_exercise"] = name
+    last_task = None
+    for cell in nb["cells"]:
+        tags = _tags(cell)
+        if cell["cell_type"] == "code":
+            last_task = checker_task(_src(cell)) or last_task
+            if "solution" in tags:
+                cell["source"] = stub_source(_src(cell)).splitlines(keepends=True)
+                cell["metadata"]["tags"] = [t for t in tags if t != "solution"] + ["student"]
+            cell["outputs"] = []
+            cell["execution_count"] = None
+            cell["metadata"].pop("execution", None)
+        elif "written" in tags:
+            cell["source"] = f"{written_marker(f'{last_task}_answer')}\n\n{WRITTEN_PLACEHOLDER}\n".splitlines(
+                keepends=True)
+    return nb
+
+
+def _fence(text: str, minimum: int = 3) -> str:
+    """A backtick fence longer than any run of backticks in ``text``."""
+    longest = max((len(m) for m in re.findall(r"`+", text)), default=0)
+    return "`" * max(minimum, longest + 1)
+
+
+def book_page(notebooks: list[Path], hide_solutions: bool = False) -> str:
+    """``book/exercises.md``: every task as an ``exercise``; its solution behind a dropdown, or absent with
+    ``hide_solutions`` (the build of a class)."""
+    intro = ("Generated by `python -m minirl.classroom make-student` from the reference notebooks in "
+             "`notebooks/exercises/solutions/`; do not edit by hand. Each task is code to write in the student "
+             "notebook `notebooks/exercises/<name>.ipynb`, at one of three levels: a *function* (a loss, a target), an "
+             "*agent* (one update of a whole agent, compared with minirl's own on fixed data and seed) and an "
+             "*experiment* (a sweep whose numbers are checked, with a figure and a written answer that the instructor "
+             "marks). Check a notebook with `python -m minirl.classroom check <name>.ipynb` (the grader's verdict). "
+             "How to hand the notebooks out and grade them: {doc}`instructors`.")
+    if hide_solutions:
+        intro += "\n\nThis build of the book leaves the solutions out (`make-student --hide-solutions`)."
+    parts = ["# Exercises\n", intro + "\n"]
+    for path in notebooks:
+        nb = json.loads(path.read_text())
+        cells = nb["cells"]
+        title = _src(cells[0]).splitlines()[0].lstrip("# ").strip()
+        parts.append(f"## {title}\n\nNotebook: `notebooks/exercises/{path.name}`.\n")
+        explanation, last = "", None
+        for cell in cells[1:]:
+            src = _src(cell)
+            tags = _tags(cell)
+            if cell["cell_type"] == "markdown" and "written" not in tags:
+                explanation = src
+            elif cell["cell_type"] == "markdown":
+                label = f"ex-{path.stem.replace('_', '-')}-{last.replace('_', '-')}-answer"
+                heading, _, body = explanation.partition("\n")
+                parts.append(f"````{{exercise}} {heading.lstrip('# ').strip()}\n:label: {label}\n\n{body.strip()}\n"
+                             f"````\n")
+                if not hide_solutions:
+                    answer = src.split("\n", 1)[1].strip() if "\n" in src else ""
+                    parts.append(f"````{{solution}} {label}\n:class: dropdown\n\n{answer}\n````\n")
+            elif "solution" in tags:
+                func = _defined_names(src)[-1] if _defined_names(src) else f"answer-{len(parts)}"
+                last = func
+                label = f"ex-{path.stem.replace('_', '-')}-{func.replace('_', '-')}"
+                heading, _, body = explanation.partition("\n")
+                stub = stub_source(src).rstrip()
+                fence = _fence(body + stub + src, 4)
+                parts.append(f"{fence}{{exercise}} {heading.lstrip('# ').strip()}\n:label: {label}\n\n{body.strip()}\n"
+                             f"\n```python\n{stub}\n```\n{fence}\n")
+                if not hide_solutions:
+                    parts.append(f"{fence}{{solution}} {label}\n:class: dropdown\n\n```python\n{src.rstrip()}\n```\n"
+                                 f"{fence}\n")
+    return "\n".join(parts)
+
+
+def _setup_cell_problem(nb: dict, name: str) -> str | None:
+    """Why the reference's setup cell differs from ``scripts/setup_cell.py``'s, or ``None``."""
+    script = REPO / "scripts" / "setup_cell.py"
+    if not script.exists():
+        return None  # an installed copy without the repository's scripts: nothing to compare with
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("_minirl_setup_cell", script)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    want = module.cell_source(module.configured_repository())
+    found = [c for c in nb["cells"] if module.TAG in _tags(c)]
+    if not found:
+        return f"{name}: no setup cell (run python scripts/setup_cell.py notebooks/exercises/solutions/*.ipynb)"
+    if _src(found[0]) != want:
+        return f"{name}: stale setup cell (run python scripts/setup_cell.py notebooks/exercises/solutions/*.ipynb)"
+    return None
+
+
+def make_student(check: bool = False, hide_solutions: bool = False) -> list[str]:
+    """Write (or with ``check``, compare) the student copies, the checks file and the book page; returns the stale
+    files. ``hide_solutions`` writes the book page without any solution (a class's build)."""
+    solutions = sorted(SOLUTIONS.glob("*.ipynb"))
+    if not solutions:
+        raise FileNotFoundError(f"no reference notebooks in {SOLUTIONS}")
+    references = {p: json.loads(p.read_text()) for p in solutions}
+    problems = [m for p, nb in references.items() if (m := _setup_cell_problem(nb, p.name))]
+    if problems:
+        raise ValueError("; ".join(problems))
+    dump = lambda x: json.dumps(x, indent=1, ensure_ascii=False) + "\n"  # noqa: E731
+    targets = {EXERCISES / p.name: dump(student_notebook(nb, p.stem)) for p, nb in references.items()}
+    targets[CHECKS_FILE] = dump({"version": 1, "notebooks": {p.stem: notebook_spec(nb, p.stem)
+                                                             for p, nb in references.items()}})
+    targets[BOOK_PAGE] = book_page(solutions, hide_solutions)
+    stale = []
+    for path, text in targets.items():
+        if not path.exists() or path.read_text() != text:
+            stale.append(str(path.relative_to(REPO)))
+            if not check:
+                path.write_text(text)
+    return stale
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# A class's release: the book and the student copies without any solution text
+# ---------------------------------------------------------------------------------------------------------------
+
+def strip_solutions(markdown: str) -> str:
+    """``markdown`` without its ``{solution}`` directives (fenced with backticks or colons, any length)."""
+    out, fence = [], None
+    for line in markdown.splitlines(keepends=True):
+        if fence is None:
+            m = re.match(r"^(`{3,}|:{3,})\{solution\}", line)
+            if m:
+                fence = m.group(1)
+                continue
+            out.append(line)
+        elif line.strip() == fence:
+            fence = None
+    return "".join(out)
+
+
+def solution_lines() -> list[str]:
+    """Distinctive lines of the reference solutions (code lines that are not in the student copies): what a class's
+    release must not contain."""
+    lines, public = set(), ""
+    for p in sorted(SOLUTIONS.glob("*.ipynb")):
+        for cell in json.loads(p.read_text())["cells"]:
+            if "solution" in _tags(cell):
+                stub = stub_source(_src(cell))
+                public += stub + "\n"
+                lines |= {ln.strip() for ln in _src(cell).splitlines()
+                          if len(ln.strip()) > 24 and not ln.strip().startswith("#")}
+            elif "written" in _tags(cell):
+                lines |= {ln.strip() for ln in _src(cell).splitlines()[1:] if len(ln.strip()) > 24}
+            else:
+                public += _src(cell) + "\n"  # the task's own words (a line quoted there is not a leak)
+    return sorted(ln for ln in lines if ln not in public)
+
+
+def class_release(out: Path, build: bool = True, toc_files: list[str] | None = None) -> list[str]:
+    """Write ``out/`` for a class: ``out/notebooks/exercises/`` (the student copies and the checks file) and, with
+    ``build``, ``out/book/`` (the book built from a copy of the sources with every solution removed: the exercises
+    page from :func:`book_page` with ``hide_solutions``, the chapters' ``{solution}`` blocks stripped, and
+    sphinx-exercise's ``hide_solutions`` on). ``toc_files`` builds only those pages (tests). Returns the files of
+    ``out`` that still contain a solution line (empty when the release is clean)."""
+    import shutil
+    out = Path(out)
+    if out.exists() and any(out.iterdir()):
+        raise FileExistsError(f"{out} is not empty: give a new folder for the class's release")
+    if make_student(check=True):
+        raise ValueError("the student copies are out of date: run python -m minirl.classroom make-student first")
+    nb_out = out / "notebooks" / "exercises"
+    nb_out.mkdir(parents=True)
+    for p in sorted(SOLUTIONS.glob("*.ipynb")):
+        shutil.copy(EXERCISES / p.name, nb_out / p.name)
+    shutil.copy(CHECKS_FILE, nb_out / CHECKS_FILE.name)
+    if build:
+        with tempfile.TemporaryDirectory() as tmp:
+            src = Path(tmp) / "src"
+            src.mkdir()
+            for name in ("_config.yml", "_toc.yml"):
+                shutil.copy(REPO / name, src / name)
+            shutil.copytree(REPO / "book", src / "book")
+            (src / "notebooks").mkdir()
+            for nb in (REPO / "notebooks").glob("*.ipynb"):
+                shutil.copy(nb, src / "notebooks" / nb.name)
+            for page in (src / "book").glob("*.md"):
+                page.write_text(strip_solutions(page.read_text()))
+            (src / "book" / "exercises.md").write_text(book_page(sorted(SOLUTIONS.glob("*.ipynb")), True))
+            config = (src / "_config.yml").read_text()
+            config = config.replace("  config:\n", "  config:\n    hide_solutions: true  # a class's release\n", 1)
+            (src / "_config.yml").write_text(config)
+            if toc_files:
+                toc = "format: jb-book\nroot: book/intro\nchapters:\n" + "".join(f"  - file: {f}\n" for f in toc_files)
+                (src / "_toc.yml").write_text(toc)
+            result = subprocess.run(["jupyter-book", "build", "--path-output", str(out / "book"), str(src)],
+                                    capture_output=True, text=True)
+            if result.returncode != 0:
+                raise RuntimeError(f"jupyter-book build failed:\n{(result.stdout + result.stderr)[-3000:]}")
+    needles = solution_lines()
+    return [str(f.relative_to(out)) for f in out.rglob("*")
+            if f.is_file() and f.suffix in (".html", ".md", ".ipynb", ".json", ".txt", ".js", ".py")
+            and any(n in readable_text(f) for n in needles)]
+
+
+def readable_text(path: Path) -> str:
+    """A file's text as a reader sees it: for HTML, without tags (syntax highlighting splits code into spans) and with
+    entities decoded."""
+    import html
+    text = Path(path).read_text(errors="replace")
+    if Path(path).suffix == ".html":
+        text = html.unescape(re.sub(r"<[^>]+>", "", text))
+    return text
+
