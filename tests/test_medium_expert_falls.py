@@ -1,4 +1,4 @@
-"""benchmarks/medium_expert_falls.py drops the expert half's falling episodes of hopper-medium-expert, and only those."""
+"""experiments/medium_expert_falls.py drops the expert half's falling episodes of hopper-medium-expert, only those."""
 import sys
 from pathlib import Path
 
@@ -6,7 +6,7 @@ import numpy as np
 
 from minirl.data import OfflineDataset
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "experiments"))
 import medium_expert_falls  # noqa: E402
 
 

@@ -121,7 +121,7 @@ def test_run_suite_on_a_minari_dataset_writes_one_folder_that_load_results_reads
     to_minari(make_dataset("pendulum-random", 600, progress=False),
               "minirl/pendulum/random-v0", "Pendulum-v1", ref_min_score=task.ref_random,
               ref_max_score=task.ref_expert)
-    cmd = [sys.executable, str(repo / "benchmarks" / "run_suite.py"), "--algos", "bc", "--datasets",
+    cmd = [sys.executable, str(repo / "experiments" / "run_suite.py"), "--algos", "bc", "--datasets",
            "minari:minirl/pendulum/random-v0", "--seeds", "0", "--scale", "smoke", "--steps", "20", "--root",
            str(tmp_path / "results"), "--tag", "t", "--set", "hidden=[32,32]"]
     done = subprocess.run(cmd, capture_output=True, text=True, cwd=repo, env=os.environ.copy())

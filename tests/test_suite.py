@@ -1,4 +1,4 @@
-"""benchmarks/run_suite.py and minirl.plots: the path from training runs to the book's tables and curves."""
+"""experiments/run_suite.py and minirl.plots: the path from training runs to the book's tables and curves."""
 import importlib.metadata
 import json
 import os
@@ -47,7 +47,7 @@ def test_load_results_table_and_missing(tmp_path):
     assert "| hopper-medium | not run | not run |" in table
     assert plots.missing_runs(runs, ["bc", "iql"], ["pendulum-medium"], [0, 1]) == ["bc/pendulum-medium/s1"]
     for empty in (tmp_path / "nowhere", tmp_path / "iql"):  # a missing folder, and one without finished runs
-        with pytest.raises(FileNotFoundError, match="no finished runs in .* make them with benchmarks/run_suite.py"):
+        with pytest.raises(FileNotFoundError, match="no finished runs in .* make them with .*run_suite.py"):
             plots.load_results(empty)
 
 
@@ -63,7 +63,7 @@ def test_plot_curves_mean_and_band(tmp_path):
 
 
 def test_run_suite_writes_results_and_skips_finished_runs(tmp_path):
-    cmd = [sys.executable, str(REPO / "benchmarks" / "run_suite.py"), "--algos", "bc", "--datasets",
+    cmd = [sys.executable, str(REPO / "experiments" / "run_suite.py"), "--algos", "bc", "--datasets",
            "pendulum-medium", "--seeds", "0", "--scale", "smoke", "--steps", "20", "--root", str(tmp_path),
            "--set", "hidden=[32,32]"]
     first = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO)
@@ -99,7 +99,7 @@ def test_run_suite_writes_results_and_skips_finished_runs(tmp_path):
 
 def test_run_suite_skips_a_run_another_live_process_is_making(tmp_path, capsys):
     import os
-    sys.path.insert(0, str(REPO / "benchmarks"))
+    sys.path.insert(0, str(REPO / "experiments"))
     import run_suite
     run = tmp_path / "smoke" / "bc" / "pendulum-medium" / "s0"
     run.mkdir(parents=True)
@@ -112,7 +112,7 @@ def test_run_suite_skips_a_run_another_live_process_is_making(tmp_path, capsys):
 
 
 def test_run_suite_checks_the_whole_grid_before_the_first_run(tmp_path, monkeypatch, capsys):
-    sys.path.insert(0, str(REPO / "benchmarks"))
+    sys.path.insert(0, str(REPO / "experiments"))
     import run_suite
     monkeypatch.setenv("MINIRL_DATA", str(tmp_path / "data"))
     base = ["--datasets", "pendulum-random", "--seeds", "0", "--scale", "smoke", "--root", str(tmp_path / "results")]
@@ -136,7 +136,7 @@ TINY_RUN = Path("bc-hidden=16,16") / "pendulum-medium"
 
 
 def _run_suite():
-    sys.path.insert(0, str(REPO / "benchmarks"))
+    sys.path.insert(0, str(REPO / "experiments"))
     import run_suite
     return run_suite
 
@@ -318,7 +318,7 @@ def test_executor_flags_are_checked_before_anything_is_submitted(tmp_path, monke
 
 
 def test_checkpoint_every_is_a_quarter_of_the_run_at_most_25000_steps(tmp_path, monkeypatch):
-    sys.path.insert(0, str(REPO / "benchmarks"))
+    sys.path.insert(0, str(REPO / "experiments"))
     import run_suite
     assert [run_suite.checkpoint_every(n) for n in (3, 20, 50_000, 100_000, 1_000_000)] == [1, 5, 12_500, 25_000, 25_000]
     seen = {}

@@ -1,11 +1,17 @@
 """Does a dataset teach? Summarise suite runs of BC, 10%BC, IQL, offline SAC... on the same datasets and budget.
 
-    python scripts/check_tiers.py results/check-hopper-v2-100k results/check-hopper-v2 [--figure curves.png]
+    python experiments/check_tiers.py results/check-hopper-v2-100k results/check-hopper-v2 [--figure curves.png]
 
 Prints, per dataset and algorithm, the final normalised score of every seed, their mean with a 95% percentile
 bootstrap interval over seeds (``minirl.plots.bootstrap_ci``), and the same for each seed's mean over its last five
 evaluations (less sensitive to the noise of one 10-episode evaluation). With ``--figure`` it also draws the
 learning curves (mean over seeds, band from the lowest to the highest seed), one panel per dataset.
+
+It reads runs and writes no runs: ``results/check-hopper-v2/summary.md`` (its printed tables) and
+``results/check-hopper-v2/curves.png`` (``--figure``) were made by it, over ``results/check-hopper-v2-100k`` and
+``results/check-hopper-v2`` (runs of ``experiments/run_suite.py``, the check that the remade Hopper datasets teach).
+No chapter reads them: they support the README's "Datasets" section (``results/check-hopper-v2*``) and
+``results/README.md``, "Which Hopper data a run used".
 """
 from __future__ import annotations
 

@@ -3,9 +3,15 @@
 # core, in the order the claims need them. Each command skips finished runs and resumes interrupted ones, so a lane
 # can be stopped at any time (a session's end) and started again with the same command:
 #
-#     bash benchmarks/record.sh 0      # lane 0, pinned to core 0, one torch thread
-#     bash benchmarks/record.sh 1      # lane 1, pinned to core 1
-#     bash benchmarks/record.sh list   # print both lanes' commands
+#     bash experiments/record.sh 0      # lane 0, pinned to core 0, one torch thread
+#     bash experiments/record.sh 1      # lane 1, pinned to core 1
+#     bash experiments/record.sh list   # print both lanes' commands
+#
+# It writes results/record, record-float32, record-iql-tau, record-bcq-phi, record-cql-lagrange-gap,
+# record-papers-sizes, record-1m and record-100k (the tags below). Book section: book/comparison.md, "Making the grid"
+# (the grid of record), and the "Results of record" sections of book/bcq.md, book/cql.md, book/iql.md and
+# book/comparison.md, which read these runs. Each run's result.json records its suite command as it was run, so the runs
+# made before this script and run_suite.py moved from benchmarks/ to experiments/ name benchmarks/run_suite.py.
 #
 # Every run: the `cpu` scale (50,000 gradient steps for every algorithm; CQL, CQL-Lagrange and offline SAC with
 # 2 x 256 layers and N = 4, BCQ with a 256-256 VAE), `--precision auto` (bfloat16 updates where the CPU computes them
@@ -31,7 +37,7 @@ cd "$(dirname "$0")/.."
 
 MIXED="hopper-medium-replay hopper-medium-expert"
 NARROW="hopper-medium hopper-expert"
-SUITE="python benchmarks/run_suite.py --scale cpu --precision auto --threads 1 --seeds 0 1 2"
+SUITE="python experiments/run_suite.py --scale cpu --precision auto --threads 1 --seeds 0 1 2"
 
 lane0=(
   "$SUITE --tag record --algos bc 10%bc iql --datasets $MIXED $NARROW"                              # (a) (b)
@@ -77,7 +83,7 @@ case "${1:-}" in
   1) lane=("${lane1[@]}" "${shared[@]}") ;;
   list) printf 'lane 0: %s\n' "${lane0[@]}"; printf 'lane 1: %s\n' "${lane1[@]}"; printf 'both: %s\n' "${shared[@]}"
         exit 0 ;;
-  *) echo "usage: bash benchmarks/record.sh 0|1|list (the lane, run pinned to that core)" >&2; exit 2 ;;
+  *) echo "usage: bash experiments/record.sh 0|1|list (the lane, run pinned to that core)" >&2; exit 2 ;;
 esac
 export OMP_NUM_THREADS=1
 for command in "${lane[@]}"; do

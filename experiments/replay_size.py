@@ -7,17 +7,26 @@ here is the data: our buffer holds 745 episodes (D4RL's ``hopper-medium-replay-v
 its best tenth scores 41.1 and its best episode 83.9. This script retrains SAC with the shipped recipe (``minirl/assets/hopper/sac_config.json``, seed 1) for
 longer, cuts its replay buffer at several lengths (``--prefixes``), prints each buffer's episodes beside the shipped
 one, writes each as a local Minari dataset (``minari:minirl/hopper/replay-<k>k-v0``, scored with the Hopper task's
-references), and trains ``--algos`` on each at the ``cpu`` scale with ``benchmarks/run_suite.py``. If IQL clears 10%BC
+references), and trains ``--algos`` on each at the ``cpu`` scale with ``experiments/run_suite.py``. If IQL clears 10%BC
 on a longer buffer whose best tenth is as good as D4RL's, the data explains our replay tier; if it does not, it does
 not. Every phase resumes: SAC from its checkpoints, the suite from its runs, so the command can be stopped and run
 again::
 
-    OMP_NUM_THREADS=1 taskset -c 1 python benchmarks/replay_size.py --sac-steps 200000 --data-only   # SAC, buffers
-    OMP_NUM_THREADS=1 taskset -c 1 python benchmarks/replay_size.py --sac-steps 200000 \\
+    OMP_NUM_THREADS=1 taskset -c 1 python experiments/replay_size.py --sac-steps 200000 --data-only   # SAC, buffers
+    OMP_NUM_THREADS=1 taskset -c 1 python experiments/replay_size.py --sac-steps 200000 \\
         --prefixes 115000 150000 200000                                                     # and the runs
 
 The SAC run and the Minari datasets live outside git (``$MINIRL_DATA/sac/hopper-s1``, ``$MINARI_DATASETS_PATH``);
-the runs' results go to ``results/replay-size``.
+the runs' results go to ``results/replay-size`` (with ``buffers.json``: each buffer's episodes and both SAC runs'
+evaluations). ``results/replay-size-200k-steps`` is the same script with longer runs on one buffer::
+
+    python experiments/replay_size.py --sac-steps 200000 --prefixes 150000 --algos bc 10%bc iql --steps 200000 \\
+        --tag replay-size-200k-steps
+
+(the runs' ``result.json`` record the suite's command as it was run, when both scripts were in ``benchmarks/``).
+
+Book section: book/iql.md, "Results of record", the paragraph "Is it the data? Buffers of a second SAC run";
+notebook 4 (``notebooks/04_iql.ipynb``), "Is it the data? Longer replay buffers of a second SAC run".
 """
 from __future__ import annotations
 
@@ -122,7 +131,7 @@ def main(argv=None) -> int:
     print(f"buffers and the SAC run's evaluations written to {record}")
     if a.data_only:
         return 0
-    cmd = [sys.executable, str(REPO / "benchmarks" / "run_suite.py"), "--scale", a.scale, "--precision", "auto",
+    cmd = [sys.executable, str(REPO / "experiments" / "run_suite.py"), "--scale", a.scale, "--precision", "auto",
            "--threads", "1", "--root", a.root, "--tag", a.tag, "--algos", *a.algos, "--datasets", *names,
            "--seeds", *map(str, a.seeds)] + (["--steps", str(a.steps)] if a.steps else [])
     done = subprocess.run(cmd, cwd=REPO)

@@ -22,11 +22,18 @@ run (checkpoints, or ``agent.pt``) and measures, for each:
 One JSON file per agent goes to ``--out`` (``step<k>.json``), and ``data.json`` with every episode of the dataset (its
 group, length and score), so that notebook 4 reads them without the 2M-transition roll-out. Usage::
 
-    OMP_NUM_THREADS=1 python benchmarks/medium_expert_states.py SNAPSHOT.pt [...] --config RUN/config.json \\
+    OMP_NUM_THREADS=1 python experiments/medium_expert_states.py SNAPSHOT.pt [...] --config RUN/config.json \\
         --out results/record-1m-states/iql-s1
 
 A snapshot is a ``checkpoint.pt`` copied while the run trained (the run deletes its checkpoint when it finishes);
 ``--config`` is that run's ``config.json``. A finished run's directory with its ``agent.pt`` works too.
+
+It wrote ``results/record-1m-states/iql-s1`` (25 agents of seed 1 of ``results/record-1m/iql/hopper-medium-expert``,
+375,000 to 975,000 steps) and ``results/record-1m-states/iql-s2`` (39 agents of seed 2, 25,000 to 975,000 steps).
+
+Book section: book/iql.md, "Results of record", the paragraph "Why IQL leaves the expert's level on
+``hopper-medium-expert``"; notebook 4 (``notebooks/04_iql.ipynb``), "Why IQL leaves the expert's level on
+``hopper-medium-expert``".
 """
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Do the expert's falling episodes pull IQL off the expert's level on hopper-medium-expert? Train without them.
 
 IQL's 1M-step runs on ``hopper-medium-expert`` (``results/record-1m``) score near the expert's level until about
-120,000 steps and then, at most evaluations, about 40. ``benchmarks/medium_expert_states.py`` found their falling
+120,000 steps and then, at most evaluations, about 40. ``experiments/medium_expert_states.py`` found their falling
 episodes in the expert's states, following the expert's own falling episodes (528 of its 1,352 episodes in the data end
 before 1,000 steps, at a median of 318: 527 fall, the last is cut by the dataset's end), and AWR weights that, past the first steps, do not tell those from the expert's full-length
 episodes. That is a description, not a cause. This script makes the test: the same data without the expert's falling
@@ -18,10 +18,15 @@ mean over the window 100 or more); **they explain part of it** if the interval i
 steps (seed 0) and compares its evaluations with the record run's: the cut runs are the record runs' settings only if
 they match.
 
-    OMP_NUM_THREADS=1 taskset -c 1 python benchmarks/medium_expert_falls.py --check --seeds 0 1 2
+    OMP_NUM_THREADS=1 taskset -c 1 python experiments/medium_expert_falls.py --check --seeds 0 1 2
 
 Runs go to ``results/record-1m-falls`` (the check to ``results/record-1m-falls-check``); the dataset to
 ``$MINARI_DATASETS_PATH`` (outside git, remade from ``hopper-medium-expert`` if missing). Each phase resumes.
+The runs are made by ``experiments/run_suite.py`` (the runs' ``result.json`` record the command as it was run, when
+both scripts were in ``benchmarks/``).
+
+Book section: book/iql.md, "Results of record", the paragraph "The test: without the expert's falling episodes";
+notebook 4 (``notebooks/04_iql.ipynb``), "The test: the same data without the expert's falling episodes".
 """
 from __future__ import annotations
 
@@ -61,7 +66,7 @@ def export() -> str:
 
 
 def suite(names: list[str], tag: str, steps: int, seeds: list[int], root: str) -> None:
-    cmd = [sys.executable, str(REPO / "benchmarks" / "run_suite.py"), "--scale", "cpu", "--precision", "auto",
+    cmd = [sys.executable, str(REPO / "experiments" / "run_suite.py"), "--scale", "cpu", "--precision", "auto",
            "--threads", "1", "--root", root, "--tag", tag, "--algos", "iql", "--datasets", *names,
            "--seeds", *map(str, seeds), "--steps", str(steps), "--eval-every", "20000",
            "--set", "max_steps=1000000"]

@@ -1,11 +1,17 @@
 """Run a grid of offline-RL trainings (algorithms x datasets x seeds) and record their results.
 
-    python benchmarks/run_suite.py --algos bc iql --datasets pendulum-medium hopper-medium-replay \\
+    python experiments/run_suite.py --algos bc iql --datasets pendulum-medium hopper-medium-replay \\
         --seeds 0 1 2 --scale cpu
-    python benchmarks/run_suite.py --algos iql --datasets pendulum-medium-replay --seeds 0 1 2 --scale cpu \\
+    python experiments/run_suite.py --algos iql --datasets pendulum-medium-replay --seeds 0 1 2 --scale cpu \\
         --tag cpu-iql-tau --set expectile=0.9
-    python benchmarks/run_suite.py --algos bc bcq cql iql --datasets hopper-medium hopper-medium-replay \\
+    python experiments/run_suite.py --algos bc bcq cql iql --datasets hopper-medium hopper-medium-replay \\
         --scale full --device cuda --precision float32 --executor slurm --slurm-partition gpu
+
+It made every training run under ``results/`` (into ``results/<tag>/``: e.g. ``results/record``, the results of
+record, whose commands are ``experiments/record.sh``, and ``results/cpu``, the first edition's grid); the other
+scripts of ``experiments/`` call it for their runs. Each ``result.json`` records the command as it was run, so runs
+made before this script moved from ``benchmarks/`` to ``experiments/`` name ``benchmarks/run_suite.py``.
+Book section: book/comparison.md, "Making the grid" (and each chapter's "Results of record", which reads its runs).
 
 Each run goes to ``<root>/<tag>/<label>/<dataset>/s<seed>/`` (the tag defaults to ``<scale>-<precision>``, e.g. ``cpu-bf16``; the label is the
 algorithm followed by any ``--set`` overrides, e.g. ``iql-expectile=0.9``) and holds the training logs

@@ -1,9 +1,11 @@
 """How much room does a dataset leave above behaviour cloning? BC on all of it vs BC on its best 10% of episodes.
 
-    python scripts/bc_probe.py hopper-medium-replay hopper-medium [--steps 5000] [--seeds 3]
+    python experiments/bc_probe.py hopper-medium-replay hopper-medium [--steps 5000] [--seeds 3]
 
-Prints, per dataset, the normalised score of each clone (mean and per seed). Notebook 1 runs the same probe on the
-pendulum datasets.
+Prints, per dataset, the normalised score of each clone (mean and per seed); it writes no ``results/`` folder. Notebook
+1 runs the same probe on the pendulum datasets. Book section: book/offline_rl.md, "The datasets of this book" (the
+probe of the room above behaviour cloning); notebook 1 (``notebooks/01_offline_rl.ipynb``), "Is there room above
+behaviour cloning?"; and the README's "Datasets" section.
 """
 import argparse
 
