@@ -2,7 +2,9 @@
 
 Reference implementations (one file per algorithm) on a small shared core:
 ``data`` (OfflineDataset), ``datasets`` (named datasets made locally), ``behavior`` (SAC behaviour policies),
-``nets``, ``train`` (the loop), ``runs`` (scales, algorithms by name, runs), ``evaluation``, ``devices``, ``cli``, ``config`` (typed settings), ``tabular`` (finite MDPs) and ``bc``.
+``nets``, ``train`` (the loop), ``runs`` (scales, algorithms by name, runs), ``evaluation`` (episodes, the value
+check), ``devices`` (device, threads, precision), ``cli`` (the command line), ``config`` (typed settings), ``tabular``
+(finite MDPs), the algorithms (``bc``, ``bcq``, ``cql``, ``iql``) and ``classroom`` (exercise checkers and grader).
 
 ``minirl.load_agent(run_dir)`` rebuilds a trained agent from a run directory (see :func:`minirl.runs.load_agent`).
 """

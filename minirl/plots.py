@@ -3,7 +3,7 @@ and the statistics of a comparison (percentile bootstrap confidence intervals, t
 stratified bootstrap of the IQM across datasets, after Agarwal et al. 2021, "Deep RL at the Edge of the
 Statistical Precipice").
 
-The runs are the directories written by ``benchmarks/run_suite.py``:
+The runs are the directories written by ``experiments/run_suite.py``:
 ``<root>/<label>/<dataset>/s<seed>/{result.json, eval.csv, config.json, log.jsonl}``.
 """
 from __future__ import annotations
@@ -42,7 +42,7 @@ def load_results(root: str | Path = "results/cpu") -> list[dict]:
     if not found:
         where = str(given) if root == given else f"{given} nor {root}"
         raise FileNotFoundError(f"no finished runs in {where} (none has <label>/<dataset>/s<seed>/result.json): "
-                                f"make them with benchmarks/run_suite.py (its --root and --tag name the folder)")
+                                f"make them with experiments/run_suite.py (its --root and --tag name the folder)")
     runs = []
     for path in found:
         r = json.loads(path.read_text())
