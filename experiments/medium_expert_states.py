@@ -49,7 +49,7 @@ import torch
 
 from minirl import datasets
 from minirl.iql import awr_weights, value_target
-from minirl.evaluation import _episodes
+from minirl.evaluation import run_episodes
 from minirl.runs import load_agent
 
 DATASET = "hopper-medium-expert"
@@ -174,7 +174,7 @@ def main(argv=None) -> int:
         rows["all"] = weights_by_group(agent, normed(ds.observations[all_idx]), torch.as_tensor(ds.actions[all_idx]),
                                        group[all_idx])
         seed = 10_000 * (settings["seed"] + 1)  # the seeds of the run's own evaluations (minirl.train.train)
-        ep = _episodes(agent, loaded.env_id, a.episodes, seed, norm, keep_states=True)
+        ep = run_episodes(agent, loaded.env_id, a.episodes, seed, norm, keep_states=True)
         reference = normed(ds.observations[ref_idx])
         ref_group = torch.as_tensor(group[ref_idx])
         if "calibration" not in data:  # once per run (one state normalisation): does the measure tell the halves apart?

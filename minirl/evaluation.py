@@ -28,19 +28,49 @@ def evaluate(agent, env_id: str, episodes: int = 10, seed: int = 0,
     """Undiscounted returns of ``agent.act(obs, deterministic=True)`` over ``episodes`` seeded episodes.
 
     All episodes run side by side (one environment each, reset with seeds ``seed, seed + 1, ...``) so that the agent
-    acts on a batch of observations per step.
+    acts on a batch of observations per step. :func:`run_episodes` also gives the success of each episode in a goal
+    task (OGBench's mazes).
     """
-    return _episodes(agent, env_id, episodes, seed, state_normalizer)["returns"]
+    return run_episodes(agent, env_id, episodes, seed, state_normalizer)["returns"]
 
 
-def _episodes(agent, env_id: str, episodes: int, seed: int, state_normalizer: StateNormalizer | None,
-              gamma: float = 1.0, keep_states: bool = False) -> dict:
+def _is_ogbench(env_id: str) -> bool:
+    """Whether ``env_id`` is one of OGBench's environments (minirl evaluates its PointMaze single tasks)."""
+    return env_id.startswith("pointmaze-")
+
+
+def _make_env(env_id: str):
+    if _is_ogbench(env_id):
+        import ogbench.locomaze  # noqa: F401  (registers OGBench's maze environments with Gymnasium)
+    return make_env(env_id)
+
+
+def _reset(env, env_id: str, seed: int) -> np.ndarray:
+    """``env.reset(seed=seed)``'s observation. OGBench's mazes draw the start's noise from numpy's global generator,
+    not from the environment's: it is seeded with ``seed`` for the reset and restored after, as OGBench's own
+    evaluation seeds it (:func:`minirl.maze.success_rate` does the same)."""
+    if not _is_ogbench(env_id):
+        return env.reset(seed=seed)[0]
+    from .maze import global_numpy_seed
+    with global_numpy_seed(seed):
+        return env.reset(seed=seed)[0]
+
+
+@single_thread()
+def run_episodes(agent, env_id: str, episodes: int, seed: int, state_normalizer: StateNormalizer | None = None,
+                 gamma: float = 1.0, keep_states: bool = False) -> dict:
     """Run the deterministic policy for ``episodes`` seeded episodes side by side: the undiscounted ``returns``, the
-    ``discounted`` returns (``sum_t gamma^t r_t``), and the (normalised) start observations and first actions; with
-    ``keep_states``, also ``states``: each episode's observations before normalisation (float32), ``(T_i, obs_dim)``."""
-    envs = [make_env(env_id) for _ in range(episodes)]
-    obs = np.stack([env.reset(seed=seed + i)[0] for i, env in enumerate(envs)]).astype(np.float32)
+    ``discounted`` returns (``sum_t gamma^t r_t``), and the (normalised) start observations and first actions; in an
+    environment that reports success (OGBench's ``info["success"]``), ``successes``: whether each episode's last step
+    reported it; with ``keep_states``, also ``states``: each episode's observations before normalisation (float32),
+    ``(T_i, obs_dim)``. In OGBench's environments the actions are clipped to the action space, as OGBench's
+    evaluation clips them."""
+    envs = [_make_env(env_id) for _ in range(episodes)]
+    obs = np.stack([_reset(env, env_id, seed + i) for i, env in enumerate(envs)]).astype(np.float32)
+    clip = (envs[0].action_space.low, envs[0].action_space.high) if _is_ogbench(env_id) else None
     returns, discounted = np.zeros(episodes), np.zeros(episodes)
+    successes = np.zeros(episodes, bool)
+    reports_success = False
     active = np.ones(episodes, bool)
     visited = [[] for _ in range(episodes)]
     first = None
@@ -54,15 +84,22 @@ def _episodes(agent, env_id: str, episodes: int, seed: int, state_normalizer: St
         actions = np.asarray(agent.act(o, deterministic=True))
         if first is None:
             first = (np.asarray(o, np.float32), actions.astype(np.float32))
+        if clip is not None:
+            actions = np.clip(actions, *clip)
         for j, i in enumerate(idx):
-            obs[i], r, term, trunc, _ = envs[i].step(actions[j])
+            obs[i], r, term, trunc, info = envs[i].step(actions[j])
             returns[i] += r
             discounted[i] += gamma ** t * r
             active[i] = not (term or trunc)
+            if not active[i] and "success" in info:
+                reports_success = True
+                successes[i] = bool(info["success"])
         t += 1
     for env in envs:
         env.close()
     out = {"returns": returns, "discounted": discounted, "start_obs": first[0], "start_actions": first[1]}
+    if reports_success:
+        out["successes"] = successes
     if keep_states:
         out["states"] = [np.stack(v) for v in visited]
     return out
@@ -91,7 +128,7 @@ def value_check(agent, env_id: str, episodes: int = 10, seed: int = 0,
         raise TypeError(f"{type(agent).__name__} has no critic to check: value_check needs agent.critic(obs, act) "
                         f"and agent.cfg.gamma")
     gamma = float(agent.cfg.gamma)
-    ep = _episodes(agent, env_id, episodes, seed, state_normalizer, gamma)
+    ep = run_episodes(agent, env_id, episodes, seed, state_normalizer, gamma)
     dev = next(agent.critic.parameters()).device
     with torch.no_grad():
         q = agent.critic(torch.as_tensor(ep["start_obs"], device=dev),
@@ -99,7 +136,8 @@ def value_check(agent, env_id: str, episodes: int = 10, seed: int = 0,
     if reward_transform is not None:
         q = (q - reward_transform.bias / (1.0 - gamma)) / reward_transform.scale
     return {"return_mean": float(ep["returns"].mean()), "return_std": float(ep["returns"].std()),
-            "returns": ep["returns"], "mc_discounted": float(ep["discounted"].mean()), "q_start": q}
+            "returns": ep["returns"], "mc_discounted": float(ep["discounted"].mean()), "q_start": q,
+            **({"successes": ep["successes"]} if "successes" in ep else {})}
 
 
 # --------------------------------------------------------------------------------------------------------------

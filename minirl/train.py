@@ -28,7 +28,7 @@ from .behavior import progress_bar
 from .config import UserError, at_least
 from .data import OfflineDataset, RewardTransform, StateNormalizer, atomic_write
 from .devices import update_context
-from .evaluation import evaluate, has_value_estimate, value_check
+from .evaluation import has_value_estimate, run_episodes, value_check
 # --------------------------------------------------------------------------------------------------------------
 # Data preparation
 # --------------------------------------------------------------------------------------------------------------
@@ -96,7 +96,8 @@ def train(agent, dataset: OfflineDataset, steps: int, *, batch_size: int = 256, 
 
     ``dataset`` is used as given (already preprocessed, see :func:`prepare_dataset`); ``state_normalizer`` is
     applied to the environment's observations at evaluation, and both transforms are saved with checkpoints.
-    ``task`` (e.g. ``"hopper"``) adds the normalised score to each evaluation; ``eval_every=None`` evaluates never.
+    ``task`` (e.g. ``"hopper"``) adds the normalised score to each evaluation, and an environment that reports
+    success (OGBench's mazes) adds ``success_rate``; ``eval_every=None`` evaluates never.
     With ``out`` set, logs go to ``out/log.jsonl`` and ``out/eval.csv``, checkpoints to ``out/checkpoint.pt`` and
     the final agent to ``out/agent.pt`` (both written atomically, with ``meta``, the step and :func:`minirl.versions`).
     ``resume=True`` continues from ``out/checkpoint.pt`` when it exists: the networks, the optimiser states and the
@@ -241,15 +242,17 @@ def train(agent, dataset: OfflineDataset, steps: int, *, batch_size: int = 256, 
             if eval_every and (step % eval_every == 0 or step == steps):
                 t_eval, c_eval = time.perf_counter(), time.process_time()
                 if has_value_estimate(agent):  # the returns and, from the same episodes, the critic's value check
-                    check = value_check(agent, eval_env, eval_episodes, seed=10_000 * (seed + 1),
-                                        state_normalizer=state_normalizer, reward_transform=reward_transform)
-                    returns = check["returns"]
-                    values = {"q_start": check["q_start"], "mc_discounted": check["mc_discounted"]}
+                    episodes = value_check(agent, eval_env, eval_episodes, seed=10_000 * (seed + 1),
+                                           state_normalizer=state_normalizer, reward_transform=reward_transform)
+                    values = {"q_start": episodes["q_start"], "mc_discounted": episodes["mc_discounted"]}
                 else:
-                    returns = evaluate(agent, eval_env, eval_episodes, seed=10_000 * (seed + 1),
-                                       state_normalizer=state_normalizer)
+                    episodes = run_episodes(agent, eval_env, eval_episodes, seed=10_000 * (seed + 1),
+                                            state_normalizer=state_normalizer)
                     values = {}
+                returns = episodes["returns"]
                 entry = {"step": step, "return_mean": float(returns.mean()), "return_std": float(returns.std())}
+                if "successes" in episodes:  # a goal task (OGBench's mazes): the share of episodes that reached it
+                    entry["success_rate"] = float(episodes["successes"].mean())
                 if task is not None:
                     from .datasets import normalized_score
                     scores = normalized_score(task, returns)

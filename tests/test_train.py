@@ -218,12 +218,12 @@ def test_evaluate_is_seeded_and_batched():
 
 def test_episodes_keep_each_episodes_states_as_the_environment_gave_them():
     from minirl.behavior import make_env
-    from minirl.evaluation import _episodes
+    from minirl.evaluation import run_episodes
 
     class Push:  # full torque: on Hopper each episode ends at its own step when the hopper falls
         def act(self, obs, deterministic=True):
             return np.ones((len(obs), 3), np.float32)
-    ep = _episodes(Push(), "Hopper-v5", 3, seed=7, state_normalizer=None, keep_states=True)
+    ep = run_episodes(Push(), "Hopper-v5", 3, seed=7, state_normalizer=None, keep_states=True)
     assert all(len(s) < 1000 for s in ep["states"])  # the hopper falls before the time limit
     for i, states in enumerate(ep["states"]):
         env = make_env("Hopper-v5")
@@ -233,7 +233,7 @@ def test_episodes_keep_each_episodes_states_as_the_environment_gave_them():
             obs, _, term, trunc, _ = env.step(np.ones(3, np.float32))
         assert term or trunc  # the episode ended at the last kept state's action
         env.close()
-    assert "states" not in _episodes(Push(), "Hopper-v5", 1, seed=7, state_normalizer=None)
+    assert "states" not in run_episodes(Push(), "Hopper-v5", 1, seed=7, state_normalizer=None)
 
 
 def test_value_check_compares_the_critic_with_the_discounted_return():
