@@ -19,6 +19,13 @@ buffer is the same everywhere. It is made on first
 use (with a progress bar) and cached as ``.npz`` under ``$MINIRL_DATA`` (default ``~/.cache/minirl``).
 ``normalized_score(task, returns)`` is D4RL's ``100 * (R - R_random) / (R_expert - R_random)`` with the reference
 returns recorded in each task's ``manifest.json``.
+
+The stitching benchmark, OGBench's PointMaze datasets in their single-task form, is made by :mod:`minirl.maze`
+(OGBench's recipe, OGBench's environment): ``pointmaze-{medium,large}-{stitch,navigate}-singletask-task{1..5}``. Its
+task is ``pointmaze-<maze>-singletask-task<k>`` (OGBench's environment ``...-v0``); the five tasks of a maze and type
+share one set of trajectories, cached once; its reference returns are -1000 (never reaching the goal) and the
+noise-free waypoint controller's, but OGBench's measure is the success rate (:func:`minirl.maze.success_rate`).
+Reaching the goal is terminal, so D4RL's episodes split there: 10%BC's data is :func:`minirl.maze.best_trajectories`.
 """
 from __future__ import annotations
 
@@ -31,6 +38,7 @@ from pathlib import Path
 
 import numpy as np
 
+from . import maze
 from .data import OfflineDataset
 
 ASSETS = Path(__file__).parent / "assets"
@@ -69,6 +77,8 @@ def get_task(name: str) -> Task:
     """The :class:`Task` called ``name`` (``"pendulum"``, ``"hopper"``), or of a dataset name."""
     if name.startswith(MINARI):
         return _minari_task(name)
+    if maze.is_maze_name(name):
+        return _maze_task(name)
     task = name.split("-", 1)[0]
     if task not in TASKS:
         raise ValueError(f"unknown task {task!r}; expected one of {sorted(TASKS)}")
@@ -81,6 +91,16 @@ def get_task(name: str) -> Task:
     return Task(task, TASKS[task], m["ref_random"], m["ref_expert"], m["sizes"], m["medium"], m["expert"],
                 () if shipped else tuple((s, n) for s, n in m["replay"]), m.get("info", {}),
                 m["replay"] if shipped else None)
+
+
+def _maze_task(name: str) -> Task:
+    """A PointMaze singletask task (:mod:`minirl.maze`), from a dataset name or the task's own name
+    (``pointmaze-medium-singletask-task1``): OGBench's environment, and the returns of never reaching the goal
+    (-1000) and of the noise-free waypoint controller as the random and expert references."""
+    m = maze.parse(name, kind_required=False)
+    never, oracle = maze.reference_returns(name)
+    return Task(m.task_name, m.env_id, never, oracle, {k: maze.full_size(k) for k in maze.KINDS}, "", None, (),
+                {"maze": m.maze, "task": m.task})
 
 
 def _minari_task(name: str) -> Task:
@@ -136,13 +156,16 @@ def task_tiers(task: Task) -> tuple[str, ...]:
 
 
 def dataset_names() -> list[str]:
-    """Every dataset name that can be made here, e.g. ``"pendulum-medium-replay"``."""
-    return [f"{t}-{tier}" for t in available_tasks() for tier in task_tiers(get_task(t))]
+    """Every dataset name that can be made here, e.g. ``"pendulum-medium-replay"``, then the maze datasets
+    (``"pointmaze-medium-stitch-singletask-task1"``, ...)."""
+    return [f"{t}-{tier}" for t in available_tasks() for tier in task_tiers(get_task(t))] + maze.dataset_names()
 
 
 def parse_name(name: str) -> tuple[Task, str]:
     if name.startswith(MINARI):
         return get_task(name), "minari"
+    if maze.is_maze_name(name):  # pointmaze-<maze>-<kind>-singletask-task<k>: the tier is the kind
+        return get_task(name), maze.parse(name).kind
     task, _, tier = name.partition("-")
     if tier not in TIERS:
         raise ValueError(f"unknown dataset {name!r}: the tier must be one of {TIERS}, e.g. 'pendulum-medium'")
@@ -176,6 +199,8 @@ def recipe_key(name: str) -> str:
     therefore never reuse a stale cache."""
     from . import versions
     task, tier = parse_name(name)
+    if maze.is_maze_name(name):  # the trajectories' recipe and versions, the relabelling; the task is in the name
+        return maze.dataset_key(task.info["maze"], tier)
     made_with = "|".join(f"{p}={(v or '').split('+')[0]}" for p, v in versions().items()
                          if p in ("gymnasium", "mujoco", "torch"))
     h = hashlib.sha1(f"{RECIPE_VERSION}|{task.env_id}|{tier}|{made_with}".encode())
@@ -221,6 +246,9 @@ def make_dataset(name: str, n_transitions: int | None = None, progress: bool = T
     n = total if n_transitions is None else int(n_transitions)
     if not 1 <= n <= total:
         raise ValueError(f"n_transitions must be between 1 and {total} for {name!r}, got {n_transitions}")
+    if maze.is_maze_name(name):  # the first ceil(n / T) trajectories (cached once for all five tasks), relabelled
+        return OfflineDataset(**maze.make(name, n, cache_dir=data_dir(), progress=progress),
+                              action_low=-1.0, action_high=1.0)
     if tier == "minari":  # converted from Minari's local storage; a smaller dataset is its first n transitions
         from .minari_io import from_minari
         ds = from_minari(name[len(MINARI):])
@@ -347,15 +375,25 @@ def load_dataset(name: str, n_transitions: int | None = None, progress: bool = T
 def dataset_info(name: str, n_transitions: int | None = None, progress: bool = True) -> dict:
     """Transitions, episodes, returns and normalised scores of a dataset (made if needed): the mean episode's score,
     the best episode's, and the mean score of the best 10% of episodes, the data of 10%BC
-    (:meth:`~minirl.data.OfflineDataset.best_episodes`)."""
+    (:meth:`~minirl.data.OfflineDataset.best_episodes`). A maze dataset's episodes are its generator's whole
+    trajectories (:func:`minirl.maze.trajectory_stats`, :func:`minirl.maze.best_trajectories`)."""
     task, _ = parse_name(name)
     ds = load_dataset(name, n_transitions, progress)
-    stats = ds.return_stats()
-    best10 = ds.best_episodes(0.1).return_stats()
+    if maze.is_maze_name(name):  # D4RL's episodes are cut at the goal's terminals: count whole trajectories
+        stats, best10 = maze.trajectory_stats(ds), maze.trajectory_stats(maze.best_trajectories(ds, 0.1))
+    else:
+        stats, best10 = ds.return_stats(), ds.best_episodes(0.1).return_stats()
     stats["normalized_score_mean"] = float(normalized_score(task, stats["return_mean"]))
     stats["normalized_score_max"] = float(normalized_score(task, stats["return_max"]))
     stats["best_10pct_episodes"] = best10["episodes"]
     stats["best_10pct_normalized_score_mean"] = float(normalized_score(task, best10["return_mean"]))
+    if maze.is_maze_name(name):  # the recipe, and what the data holds towards this task's goal
+        m = maze.parse(name)
+        traj = maze.load_trajectories(m.maze, m.kind, -(-len(ds) // maze.LENGTH[m.kind]), data_dir())
+        stats["maze"] = {"recipe": maze.recipe(m.maze, m.kind), "trajectories": len(traj["observations"]),
+                         "trajectories_sha256": maze.fingerprint(traj), "success_transitions": int(ds.terminals.sum()),
+                         "coverage": maze.coverage(traj)[m.task - 1], "evaluation": f"{m.env_id}, success rate over "
+                         f"{maze.EVAL_EPISODES} episodes (minirl.maze.success_rate)"}
     return {"name": name, **stats}
 
 
