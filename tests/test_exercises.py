@@ -36,6 +36,11 @@ WRONG = [
     ("04_iql", "q_target", "gamma * (1.0 - done) * next_v", "gamma * next_v"),
     ("04_iql", "awr_weights", "torch.exp(beta * adv.detach()).clamp(max=max_weight)", "torch.exp(beta * adv.detach())"),
     ("04_iql", "expectile_experiment", "expectile_loss(q - m, 0.9)", "expectile_loss(q - m, 0.5)"),
+    ("04b_stitching", "one_step_policy", "tab.greedy_policy(np.where(support, Q_beta, -np.inf))",
+     "tab.greedy_policy(Q_beta)"),  # greedy over every action, not only the data's
+    ("04b_stitching", "bcql_values", "Q_next = np.where(support, mdp_hat.R + mdp_hat.gamma * (mdp_hat.P @ V), -np.inf)",
+     "Q_next = mdp_hat.R + mdp_hat.gamma * (mdp_hat.P @ V)"),  # value iteration over every action
+    ("04b_stitching", "stitching_threshold", "for _ in range(30):", "for _ in range(3):"),
     # agent level: one update of a whole agent
     ("02_bcq", "discrete_bcq_update", "agent.q(next_obs).masked_fill(~allowed, float(\"-inf\"))", "agent.q(next_obs)"),
     ("03_cql", "discrete_cql_update", "loss = td_loss + cfg.cql_alpha * gap", "loss = td_loss + gap"),
@@ -45,6 +50,7 @@ WRONG = [
      "returns.append(greedy_return(make_discrete_bcq(threshold), problem))"),
     ("03_cql", "alpha_sweep", "gaps.append(q[:, 2:].mean() - q[:, :2].mean())", "gaps.append(q[:, 2:].mean())"),
     ("04_iql", "expectile_sweep", "for _ in range(steps):", "for _ in range(steps // 2):"),
+    ("04b_stitching", "stitching_sweep", "values.append(tab.policy_return(mdp, pi))", "values.append(V[start])"),
 ]
 
 
@@ -101,8 +107,8 @@ def test_generated_files_are_up_to_date():
 
 def test_minirl_classroom_offers_every_checker():
     """The notebooks import the checkers from the package (``from minirl.classroom import check_...``)."""
-    from minirl.classroom import agent_checks
-    defined = {name for m in (checks, agent_checks) for name in vars(m) if name.startswith("check_")}
+    from minirl.classroom import agent_checks, stitching_checks
+    defined = {name for m in (checks, agent_checks, stitching_checks) for name in vars(m) if name.startswith("check_")}
     assert defined and defined <= set(vars(classroom)), sorted(defined - set(vars(classroom)))
 
 

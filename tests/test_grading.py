@@ -172,7 +172,8 @@ def test_right_answers_pass_every_task_of_every_notebook(graded):
     assert auto and all(r.status == "passed" and r.checks_passed == r.checks_total for r in auto), \
         [(r.notebook, r.task, r.status, r.message) for r in auto if r.status != "passed"]
     written = [r for r in ana if r.level == "written"]
-    assert len(written) == 3 and all(r.status == "manual" and not r.passed for r in written)
+    n_written = sum(c["kind"] == "written" for spec in grader.load_checks().values() for c in spec["cells"])
+    assert len(written) == n_written >= 4 and all(r.status == "manual" and not r.passed for r in written)
 
 
 def test_saved_wrong_answers_fail(graded):

@@ -9,6 +9,7 @@ The files, in the order they depend on each other (each imports only those above
 
 ``checks.py``        how a check compares (:class:`~minirl.classroom.checks.Checks`), the function tasks' checkers
 ``agent_checks.py``  the agent and experiment tasks: small fixed problems, seeded agents, reference sweeps
+``stitching_checks.py`` the stitching chapter's tasks (one-step, BCQL's values, IQL's expectile on the gridworld)
 ``release.py``       from the reference notebooks (``notebooks/exercises/solutions/``): the student copies, the checks
                      file the grader runs, the book's exercises page, a class's release without solutions
 ``sandbox.py``       the child process that runs one submission (audit hook, limits; ``python -m
@@ -28,3 +29,5 @@ from .checks import (check_awr_weights, check_bcq_action_mask, check_critic_targ
                      check_cql_penalty, check_discrete_cql_penalty, check_empirical_mdp, check_evaluate_policy,
                      check_expectile_experiment, check_expectile_loss, check_lagrange_loss, check_optimism_experiment,
                      check_policy_transition, check_q_target, check_soft_clipped_double_q, check_vae_loss)
+from .stitching_checks import (STITCH_TAUS, check_bcql_values, check_one_step_policy,  # noqa: F401
+                               check_stitching_sweep, check_stitching_threshold, stitching_exercise)

@@ -54,7 +54,7 @@ def preload() -> None:
     import torch  # noqa: F401
     from IPython.core.interactiveshell import InteractiveShell  # noqa: F401
 
-    from .. import bcq, cql, iql, nets, tabular  # noqa: F401
+    from .. import bcq, cql, iql, nets, stitching, tabular  # noqa: F401
     from . import agent_checks, checks  # noqa: F401
 
 
