@@ -16,7 +16,7 @@ cache, ``$MINIRL_DATA``), and prints, per maze and type:
    trajectories reach the goal, the farthest start (and the farthest state before first reaching the goal) among
    them, and how many go from the task's start cell to its goal (``maze.coverage``);
 4. with ``--oracle``: the noise-free waypoint controller's success rate and mean return over the 50 evaluation
-   episodes of seed 0 in OGBench's singletask environment (``maze.success_rate``), the ``ORACLE_RETURNS`` that
+   episodes of seed 0 in OGBench's singletask environment (``minirl.evaluation.success_rate``), the ``ORACLE_RETURNS`` that
    normalised scores use as their 100.
 
 Run from the repository root, one core::
@@ -40,6 +40,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 import numpy as np
 
 from minirl import datasets, maze
+from minirl.evaluation import success_rate
 
 # Position (x, y) and action statistics of OGBench's published training files, compact form (see the docstring).
 PUBLISHED = {
@@ -128,7 +129,7 @@ def main() -> None:
                   f"{maze.EVAL_EPISODES} episodes, seed 0")
             for k in maze.TASK_IDS:
                 task = f"pointmaze-{m}-singletask-task{k}"
-                r = maze.success_rate(maze.oracle(task), task, maze.EVAL_EPISODES, seed=0)
+                r = success_rate(maze.oracle(task), task, maze.EVAL_EPISODES, seed=0)
                 print(f"   task{k}: success {r['success_rate']:.2f}, mean return {r['returns'].mean():.2f}, "
                       f"steps {r['lengths'].min()}-{r['lengths'].max()}")
 

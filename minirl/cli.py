@@ -171,7 +171,7 @@ def _dataset_command(a) -> int:
             if a.size is not None and a.size > datasets.full_size(name):
                 continue
             cached = datasets.cache_path(name, a.size).exists()
-            print(f"{name:28s} {datasets.full_size(name):>9d} transitions  {'cached' if cached else ''}")
+            print(f"{name:42s} {datasets.full_size(name):>9d} transitions  {'cached' if cached else ''}")
         return 0
     for name in wanted:
         if a.action == "make":

@@ -24,7 +24,7 @@ The stitching benchmark, OGBench's PointMaze datasets in their single-task form,
 (OGBench's recipe, OGBench's environment): ``pointmaze-{medium,large}-{stitch,navigate}-singletask-task{1..5}``. Its
 task is ``pointmaze-<maze>-singletask-task<k>`` (OGBench's environment ``...-v0``); the five tasks of a maze and type
 share one set of trajectories, cached once; its reference returns are -1000 (never reaching the goal) and the
-noise-free waypoint controller's, but OGBench's measure is the success rate (:func:`minirl.maze.success_rate`).
+noise-free waypoint controller's, but OGBench's measure is the success rate (:func:`minirl.evaluation.success_rate`).
 Reaching the goal is terminal, so D4RL's episodes split there: 10%BC's data is :func:`minirl.maze.best_trajectories`.
 """
 from __future__ import annotations
@@ -393,7 +393,7 @@ def dataset_info(name: str, n_transitions: int | None = None, progress: bool = T
         stats["maze"] = {"recipe": maze.recipe(m.maze, m.kind), "trajectories": len(traj["observations"]),
                          "trajectories_sha256": maze.fingerprint(traj), "success_transitions": int(ds.terminals.sum()),
                          "coverage": maze.coverage(traj)[m.task - 1], "evaluation": f"{m.env_id}, success rate over "
-                         f"{maze.EVAL_EPISODES} episodes (minirl.maze.success_rate)"}
+                         f"{maze.EVAL_EPISODES} episodes (minirl.evaluation.success_rate)"}
     return {"name": name, **stats}
 
 

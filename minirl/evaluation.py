@@ -41,7 +41,8 @@ def _is_ogbench(env_id: str) -> bool:
 
 def _make_env(env_id: str):
     if _is_ogbench(env_id):
-        import ogbench.locomaze  # noqa: F401  (registers OGBench's maze environments with Gymnasium)
+        from .maze import task_env
+        return task_env(env_id)
     return make_env(env_id)
 
 
@@ -60,7 +61,8 @@ def _reset(env, env_id: str, seed: int) -> np.ndarray:
 def run_episodes(agent, env_id: str, episodes: int, seed: int, state_normalizer: StateNormalizer | None = None,
                  gamma: float = 1.0, keep_states: bool = False) -> dict:
     """Run the deterministic policy for ``episodes`` seeded episodes side by side: the undiscounted ``returns``, the
-    ``discounted`` returns (``sum_t gamma^t r_t``), and the (normalised) start observations and first actions; in an
+    ``discounted`` returns (``sum_t gamma^t r_t``), the ``lengths`` in steps, and the (normalised) start observations
+    and first actions; in an
     environment that reports success (OGBench's ``info["success"]``), ``successes``: whether each episode's last step
     reported it; with ``keep_states``, also ``states``: each episode's observations before normalisation (float32),
     ``(T_i, obs_dim)``. In OGBench's environments the actions are clipped to the action space, as OGBench's
@@ -69,6 +71,7 @@ def run_episodes(agent, env_id: str, episodes: int, seed: int, state_normalizer:
     obs = np.stack([_reset(env, env_id, seed + i) for i, env in enumerate(envs)]).astype(np.float32)
     clip = (envs[0].action_space.low, envs[0].action_space.high) if _is_ogbench(env_id) else None
     returns, discounted = np.zeros(episodes), np.zeros(episodes)
+    lengths = np.zeros(episodes, np.int64)
     successes = np.zeros(episodes, bool)
     reports_success = False
     active = np.ones(episodes, bool)
@@ -90,6 +93,7 @@ def run_episodes(agent, env_id: str, episodes: int, seed: int, state_normalizer:
             obs[i], r, term, trunc, info = envs[i].step(actions[j])
             returns[i] += r
             discounted[i] += gamma ** t * r
+            lengths[i] += 1
             active[i] = not (term or trunc)
             if not active[i] and "success" in info:
                 reports_success = True
@@ -97,12 +101,41 @@ def run_episodes(agent, env_id: str, episodes: int, seed: int, state_normalizer:
         t += 1
     for env in envs:
         env.close()
-    out = {"returns": returns, "discounted": discounted, "start_obs": first[0], "start_actions": first[1]}
+    out = {"returns": returns, "discounted": discounted, "lengths": lengths, "start_obs": first[0],
+           "start_actions": first[1]}
     if reports_success:
         out["successes"] = successes
     if keep_states:
         out["states"] = [np.stack(v) for v in visited]
     return out
+
+
+def success_rate(policy, name: str, episodes: int = 50, seed: int = 0,
+                 state_normalizer: StateNormalizer | None = None) -> dict:
+    """OGBench's evaluation of a single task: ``policy`` in the singletask environment of maze dataset (or task)
+    ``name`` (``pointmaze-medium-stitch-singletask-task1``), ``episodes`` seeded episodes side by side (OGBench reports
+    50). ``policy`` is an agent (its ``act(obs, deterministic=True)``) or a function from a batch of observations
+    ``(B, 2)`` to actions. An episode ends at the goal or after 1,000 steps and succeeded if the goal was reached.
+    Returns ``success_rate`` (0-1), ``successes``, ``returns`` (-1 per step before the goal), ``lengths``, ``env_id``,
+    ``episodes`` and ``seed``."""
+    from .maze import parse
+    env_id = parse(name, kind_required=False).env_id
+    if isinstance(episodes, bool) or not isinstance(episodes, int) or episodes < 1:
+        raise ValueError(f"episodes must be a positive integer, got {episodes!r}")
+    agent = policy if hasattr(policy, "act") else _FunctionPolicy(policy)
+    ep = run_episodes(agent, env_id, episodes, seed, state_normalizer)
+    return {"success_rate": float(ep["successes"].mean()), "successes": ep["successes"], "returns": ep["returns"],
+            "lengths": ep["lengths"], "env_id": env_id, "episodes": episodes, "seed": seed}
+
+
+class _FunctionPolicy:
+    """A function from observations to actions, as an agent's ``act``."""
+
+    def __init__(self, fn):
+        self.fn = fn
+
+    def act(self, obs, deterministic=True):
+        return self.fn(obs)
 
 
 def has_value_estimate(agent) -> bool:

@@ -33,7 +33,7 @@ transitions. OGBench also ships a validation file, 10% more trajectories, which 
 (start cell, goal cell) tasks per maze; the goal is the goal cell's centre exactly; the task is solved when the point
 is within 1 of it, judged on the state *before* the action; the reward is -1 per step and 0 at the goal, and reaching
 it ends the episode; the time limit is 1,000 steps; OGBench reports the success rate over 50 episodes
-(:func:`success_rate`). A dataset for task ``k`` is the trajectories with OGBench's relabelling (``relabel_dataset``):
+(:func:`minirl.evaluation.success_rate`). A dataset for task ``k`` is the trajectories with OGBench's relabelling (``relabel_dataset``):
 ``reward_t = success(s_t) - 1`` and ``mask_t = 1 - success(s_t)``. In D4RL's form that is ``rewards = success - 1``,
 ``terminals = success(s_t)`` (no bootstrapping past a goal state, as in the environment, where reaching the goal ends
 the episode with reward 0) and ``timeouts`` on a trajectory's last transition. A trajectory that passes through the
@@ -275,7 +275,7 @@ def layout(maze: str) -> Layout:
 # ----------------------------------------------------------------------------------------------------------------
 
 @contextlib.contextmanager
-def _global_numpy_seed(seed: int):
+def global_numpy_seed(seed: int):
     """numpy's global generator seeded inside the block and restored after it: OGBench's environments draw their
     reset noise from it, and the caller's stream is left as it was."""
     state = np.random.get_state()
@@ -314,7 +314,7 @@ def trajectories(maze: str, kind: str, n_trajectories: int | None = None, seed: 
     obs = np.empty((n, length + 1, 2))
     actions = np.empty((n, length, 2))
     from tqdm.auto import trange
-    with _global_numpy_seed(seed):
+    with global_numpy_seed(seed):
         env.reset(seed=seed)
         for e in trange(n, disable=not progress, desc=f"pointmaze-{maze}-{kind}", mininterval=1.0):
             start = cells[rng.integers(len(cells))]
@@ -553,64 +553,17 @@ def coverage(traj: dict) -> list[dict]:
 # Evaluation, OGBench's way
 # ----------------------------------------------------------------------------------------------------------------
 
-_EVAL_ENVS: dict[str, list] = {}
-
-
-def _eval_envs(env_id: str, n: int) -> list:
-    """``n`` of OGBench's singletask environments ``env_id`` (kept for the process: each one's MuJoCo model is a
-    temporary file)."""
+def task_env(env_id: str):
+    """OGBench's singletask environment ``env_id`` (``pointmaze-medium-singletask-task1-v0``), made offline.
+    :func:`minirl.evaluation.success_rate` runs a policy in it, OGBench's way."""
     import gymnasium
     import ogbench.locomaze  # noqa: F401  (registers the environments)
-    envs = _EVAL_ENVS.setdefault(env_id, [])
-    while len(envs) < n:
-        envs.append(gymnasium.make(env_id))
-    return envs[:n]
-
-
-def success_rate(policy, name: str, episodes: int = EVAL_EPISODES, seed: int = 0, state_normalizer=None) -> dict:
-    """Run ``policy`` on the singletask task of maze dataset ``name`` (or of its task name,
-    ``pointmaze-medium-singletask-task1``) in OGBench's own environment, ``episodes`` episodes side by side.
-
-    ``policy``: an agent (its ``act(obs, deterministic=True)``) or a function, either taking a batch of observations
-    ``(B, 2)`` (normalised with ``state_normalizer.transform`` when one is given) and returning actions ``(B, 2)``,
-    clipped to ``[-1, 1]`` as OGBench's evaluation does. Episode ``i`` starts from seed ``seed + i`` (OGBench draws
-    the start's noise from numpy's global generator, which is seeded with it and restored after). An episode ends
-    at the goal or after 1,000 steps; it succeeded if the goal was reached (OGBench's ``info["success"]`` on the
-    last step). Returns ``success_rate`` (0-1), ``successes`` (bool), ``returns`` (-1 per step before the goal) and
-    ``lengths`` per episode.
-    """
-    m = parse(name, kind_required=False)
-    if isinstance(episodes, bool) or not isinstance(episodes, int) or episodes < 1:
-        raise ValueError(f"episodes must be a positive integer, got {episodes!r}")
-    act = (lambda o: policy.act(o, deterministic=True)) if hasattr(policy, "act") else policy
-    envs = _eval_envs(m.env_id, episodes)
-    obs = np.empty((episodes, 2), dtype=np.float32)
-    for i, env in enumerate(envs):
-        with _global_numpy_seed(seed + i):
-            obs[i] = env.reset(seed=seed + i)[0]
-    returns, lengths = np.zeros(episodes), np.zeros(episodes, dtype=np.int64)
-    successes, active = np.zeros(episodes, dtype=bool), np.ones(episodes, dtype=bool)
-    from .behavior import single_thread
-    with single_thread():
-        while active.any():
-            idx = np.flatnonzero(active)
-            o = obs[idx] if state_normalizer is None else state_normalizer.transform(obs[idx])
-            actions = np.clip(np.asarray(act(o), dtype=np.float64).reshape(len(idx), 2), -1.0, 1.0)
-            for a, i in zip(actions, idx):
-                ob, r, terminated, truncated, info = envs[i].step(a)
-                obs[i] = ob
-                returns[i] += r
-                lengths[i] += 1
-                if terminated or truncated:
-                    active[i] = False
-                    successes[i] = bool(info["success"])
-    return {"success_rate": float(successes.mean()), "successes": successes, "returns": returns,
-            "lengths": lengths, "env_id": m.env_id, "episodes": episodes, "seed": seed}
+    return gymnasium.make(env_id)
 
 
 def oracle(name: str):
     """The noise-free waypoint controller of the data, aimed at the goal of ``name``'s task: a policy for
-    :func:`success_rate` (batch of positions in, actions out). It solves every task; its returns are the
+    :func:`minirl.evaluation.success_rate` (batch of positions in, actions out). It solves every task; its returns are the
     "expert" reference of normalised scores (:data:`ORACLE_RETURNS`)."""
     m = parse(name, kind_required=False)
     lay = layout(m.maze)

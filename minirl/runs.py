@@ -270,7 +270,7 @@ def check_dataset(name: str):
     except ImportError as e:  # minari:<id> without the minari package
         raise UserError(str(e)) from None
     except (ValueError, FileNotFoundError) as e:
-        if name.startswith(datasets.MINARI):  # no such local Minari dataset, or one minirl cannot score
+        if name.startswith(datasets.MINARI) or name.startswith("pointmaze-"):  # its own one-line error names the field
             raise UserError(str(e)) from None
         task, _, tier = name.partition("-")
         if task in datasets.available_tasks() and tier in datasets.TIERS:  # a real name, not made yet (no expert)
@@ -355,7 +355,9 @@ def run(algo: str, dataset: str, *, scale: str | None = None, steps: int | None 
         torch.set_num_threads(plan.threads)
     raw = full = datasets.load_dataset(plan.dataset, plan.transitions, progress=progress)
     if getattr(plan.config, "top_fraction", 1.0) < 1.0:  # filtered BC (10%BC): only the best episodes
-        raw = raw.best_episodes(plan.config.top_fraction)
+        from . import maze  # a maze dataset's episodes end at goal states: 10%BC ranks whole trajectories there
+        fraction = plan.config.top_fraction
+        raw = maze.best_trajectories(raw, fraction) if maze.is_maze_name(plan.dataset) else raw.best_episodes(fraction)
     torch.manual_seed(plan.seed)  # the initial weights depend on the seed too
     agent = build_agent(plan.algo, raw.obs_dim, raw.act_dim, raw.action_low, raw.action_high, plan.config, device)
     if compile:  # True, or a torch.compile mode such as "reduce-overhead" (CUDA graphs)
@@ -386,8 +388,9 @@ def run(algo: str, dataset: str, *, scale: str | None = None, steps: int | None 
                     precision=plan.precision, meta=settings, tensorboard=tensorboard)
     if history["eval"]:
         e = history["eval"][-1]
+        success = f", success rate {e['success_rate']:.2f}" if "success_rate" in e else ""
         print(f"final evaluation at step {e['step']}: return {e['return_mean']:.1f} +- {e['return_std']:.1f}, "
-              f"normalised score {e['score_mean']:.1f}")
+              f"normalised score {e['score_mean']:.1f}{success}")
     # the run's wall time over all its parts: the earlier ones (each up to its checkpoint) and this process's
     segments = history["segments_s"][:-1] + [time.perf_counter() - start]
     total = None if None in segments else sum(segments)

@@ -5,6 +5,7 @@ import pytest
 
 from minirl import datasets, maze
 from minirl.data import OfflineDataset
+from minirl.evaluation import success_rate
 
 MEDIUM = "pointmaze-medium-stitch-singletask-task1"
 
@@ -136,7 +137,7 @@ def test_singletask_rewards_are_the_environments(stitch):
     dataset's actions, are the dataset's rewards and terminals (success judged before the action, 'pre')."""
     for k in maze.TASK_IDS:
         d = maze.singletask(stitch, k)
-        env = maze._eval_envs(f"pointmaze-medium-singletask-task{k}-v0", 1)[0].unwrapped
+        env = maze.task_env(f"pointmaze-medium-singletask-task{k}-v0").unwrapped
         env.reset(seed=0)
         rows = np.concatenate([np.flatnonzero(d["terminals"])[:30], np.arange(0, len(d["rewards"]), 97)])
         for i in rows:
@@ -212,8 +213,8 @@ def test_best_trajectories_are_whole_trajectories_by_return(stitch):
 
 def test_success_rate_runs_ogbenchs_singletask_environment():
     name = "pointmaze-medium-stitch-singletask-task3"
-    expert = maze.success_rate(maze.oracle(name), name, episodes=6, seed=3)
-    again = maze.success_rate(maze.oracle(name), name, episodes=6, seed=3)
+    expert = success_rate(maze.oracle(name), name, episodes=6, seed=3)
+    again = success_rate(maze.oracle(name), name, episodes=6, seed=3)
     assert expert["success_rate"] == 1.0 and np.array_equal(expert["returns"], again["returns"])
     # -1 per step before the goal, 0 on the step taken at the goal, which ends the episode
     assert np.array_equal(expert["returns"], -(expert["lengths"] - 1.0))
@@ -224,16 +225,16 @@ def test_success_rate_runs_ogbenchs_singletask_environment():
             assert deterministic and obs.shape == (2, 2) and obs.dtype == np.float32
             return np.zeros((len(obs), 2))
 
-    still = maze.success_rate(Still(), name, episodes=2, seed=0)
+    still = success_rate(Still(), name, episodes=2, seed=0)
     assert still["success_rate"] == 0.0 and still["returns"].tolist() == [-1000.0, -1000.0]
     assert still["lengths"].tolist() == [1000, 1000]
     with pytest.raises(ValueError, match="unknown task 'task9'"):
-        maze.success_rate(Still(), "pointmaze-medium-singletask-task9")
+        success_rate(Still(), "pointmaze-medium-singletask-task9")
 
 
 def test_oracle_reference_return_is_the_recorded_one():
     name = "pointmaze-medium-singletask-task3"
-    measured = maze.success_rate(maze.oracle(name), name, episodes=maze.EVAL_EPISODES, seed=0)
+    measured = success_rate(maze.oracle(name), name, episodes=maze.EVAL_EPISODES, seed=0)
     assert measured["success_rate"] == 1.0
     assert measured["returns"].mean() == pytest.approx(maze.ORACLE_RETURNS[("medium", 3)], abs=1e-9)
     assert set(maze.ORACLE_RETURNS) == {(m, k) for m in maze.MAZES for k in maze.TASK_IDS}
