@@ -11,7 +11,10 @@ trained (:mod:`minirl.behavior`) and ships in ``minirl/assets/<task>/``. A datas
                     buffer itself, every transition in the order it happened, as D4RL defines the tier; otherwise
                     (``pendulum``) it is *re-rolled* from the run's snapshots: the random warm-up, then every
                     snapshot on the way, each contributing transitions in proportion to the training steps it acted;
-* ``medium-expert`` ``medium`` followed by ``expert`` (twice the transitions).
+* ``medium-expert`` ``medium`` followed by ``expert`` (twice the transitions);
+* ``full-replay``   D4RL v2's tier: the SAC run's whole replay buffer, from its first step to the expert snapshot, in
+                    order (``hopper``: ``assets/hopper/full_replay.npz``, checked against its SHA-256 on load); only
+                    where the task ships it.
 
 Every dataset is a deterministic function of its name, its size and the committed snapshots on a given kind of CPU
 (across CPU types, floating-point differences in MuJoCo and torch make long rollouts drift apart); a shipped replay
@@ -42,7 +45,7 @@ from . import maze
 from .data import OfflineDataset
 
 ASSETS = Path(__file__).parent / "assets"
-TIERS = ("random", "medium", "expert", "medium-replay", "medium-expert")
+TIERS = ("random", "medium", "expert", "medium-replay", "medium-expert", "full-replay")
 TASKS = {"pendulum": "Pendulum-v1", "hopper": "Hopper-v5"}
 _TIER_SEEDS = {"random": 1, "medium": 2, "expert": 3, "medium-replay": 4}
 RECIPE_VERSION = 2  # bump when the code of a recipe changes (asset changes are hashed by recipe_key)
@@ -62,6 +65,7 @@ class Task:
     replay: tuple                   # ((snapshot file or None for random warm-up, transitions), ...) up to medium
     info: dict                      # training provenance: steps, seed, evaluation returns of each snapshot
     replay_file: dict | None = None  # {"file", "sha256", "transitions"}: a shipped replay buffer (replaces replay)
+    full_replay_file: dict | None = None  # the same for the whole buffer up to the expert (the full-replay tier)
 
 
 def data_dir() -> Path:
@@ -90,7 +94,7 @@ def get_task(name: str) -> Task:
     shipped = isinstance(m["replay"], dict)
     return Task(task, TASKS[task], m["ref_random"], m["ref_expert"], m["sizes"], m["medium"], m["expert"],
                 () if shipped else tuple((s, n) for s, n in m["replay"]), m.get("info", {}),
-                m["replay"] if shipped else None)
+                m["replay"] if shipped else None, m.get("full_replay"))
 
 
 def _maze_task(name: str) -> Task:
@@ -151,8 +155,10 @@ def available_tasks() -> list[str]:
 
 
 def task_tiers(task: Task) -> tuple[str, ...]:
-    """The tiers a task can make: all of :data:`TIERS`, less those needing an expert it does not have yet."""
-    return TIERS if task.expert else tuple(t for t in TIERS if "expert" not in t)
+    """The tiers a task can make: all of :data:`TIERS`, less those needing an expert it does not have yet and
+    ``full-replay`` where the task ships no whole buffer."""
+    return tuple(t for t in TIERS if (task.expert or "expert" not in t)
+                 and (t != "full-replay" or task.full_replay_file))
 
 
 def dataset_names() -> list[str]:
@@ -170,6 +176,9 @@ def parse_name(name: str) -> tuple[Task, str]:
     if tier not in TIERS:
         raise ValueError(f"unknown dataset {name!r}: the tier must be one of {TIERS}, e.g. 'pendulum-medium'")
     t = get_task(task)
+    if tier == "full-replay" and not t.full_replay_file:
+        raise ValueError(f"dataset {name!r} is not available: task {task!r} ships no whole replay buffer (only "
+                         f"hopper does; datasets.export_full_replay makes one from the SAC run)")
     if tier not in task_tiers(t):
         raise ValueError(f"dataset {name!r} is not available yet: task {task!r} has no expert behaviour policy "
                          f"(its SAC run stopped at {t.info.get('sac_run_steps')} steps); available: "
@@ -189,6 +198,8 @@ def full_size(name: str) -> int:
         return task.sizes["medium"] + task.sizes["expert"]
     if tier == "medium-replay":
         return task.replay_file["transitions"] if task.replay_file else sum(n for _, n in task.replay)
+    if tier == "full-replay":
+        return task.full_replay_file["transitions"]
     return task.sizes[tier]  # (a Minari dataset: sizes["minari"], its total steps)
 
 
@@ -212,6 +223,8 @@ def recipe_key(name: str) -> str:
         h.update((ASSETS / task.name / getattr(task, tier)).read_bytes())
     elif tier == "medium-replay" and task.replay_file:
         h.update(task.replay_file["sha256"].encode())
+    elif tier == "full-replay":
+        h.update(task.full_replay_file["sha256"].encode())
     elif tier == "medium-replay":
         for snapshot, count in task.replay:
             h.update(f"|{snapshot}|{count}".encode())
@@ -269,6 +282,8 @@ def make_dataset(name: str, n_transitions: int | None = None, progress: bool = T
     if tier in ("medium", "expert"):
         actor = load_actor(ASSETS / task.name / getattr(task, tier))
         return OfflineDataset(**rollout(task.env_id, n, seed, actor, progress=progress, desc=name), **bounds)
+    if tier == "full-replay":  # the shipped whole buffer: a smaller dataset is its first n transitions, in order
+        return load_replay_file(task, task.full_replay_file).take(n)
     if task.replay_file:  # the shipped buffer: a smaller dataset is its first n transitions, in order
         return load_replay_file(task).take(n)
     # medium-replay: one segment per snapshot, sized like the steps it acted during training
@@ -323,18 +338,20 @@ def sha256(path: Path) -> str:
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
-def load_replay_file(task: Task) -> OfflineDataset:
-    """The replay buffer a task ships (``assets/<task>/<file>``), after checking its SHA-256 against the manifest."""
+def load_replay_file(task: Task, entry: dict | None = None) -> OfflineDataset:
+    """A replay buffer the task ships (``assets/<task>/<file>``; ``entry``: its manifest entry, by default the
+    medium-replay buffer's), after checking its SHA-256 against the manifest."""
     from .behavior import make_env
 
-    path = ASSETS / task.name / task.replay_file["file"]
+    entry = entry or task.replay_file
+    path = ASSETS / task.name / entry["file"]
     if not path.exists():
-        raise FileNotFoundError(f"{path} is missing: the {task.name}-medium-replay buffer ships with minirl; "
+        raise FileNotFoundError(f"{path} is missing: the {task.name} replay buffer ships with minirl; "
                                 "reinstall the package or restore the file from git")
     digest = sha256(path)
-    if digest != task.replay_file["sha256"]:
+    if digest != entry["sha256"]:
         raise ValueError(f"{path} is damaged: its SHA-256 is {digest[:12]}..., the manifest expects "
-                         f"{task.replay_file['sha256'][:12]}...; restore the file from git")
+                         f"{entry['sha256'][:12]}...; restore the file from git")
     with np.load(path, allow_pickle=False) as f:
         data = unpack_replay(f)
     env = make_env(task.env_id)
@@ -507,3 +524,37 @@ def export_assets(task: str, run_dir: str | os.PathLike, sizes: dict, replay: st
     (out / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
     get_task.cache_clear()
     return manifest
+
+
+def export_full_replay(task: str, run_dir: str | os.PathLike, upto: int | None = None) -> dict:
+    """Ship the ``full-replay`` tier: the SAC run's whole replay buffer, from its first step to step ``upto`` (default:
+    the expert snapshot's step in the manifest), written to ``assets/<task>/full_replay.npz`` (:func:`pack_replay`)
+    with its SHA-256 in the task's manifest. Returns the manifest entry.
+
+    The run must be the one the task's assets were exported from: its buffer up to the medium snapshot must equal the
+    shipped ``medium_replay.npz`` bit for bit (a run trained again on another kind of CPU drifts apart and is refused
+    with a one-line error)."""
+    from .behavior import replay_dataset
+
+    t = get_task(task)
+    if not t.replay_file:
+        raise ValueError(f"task {task!r} ships no medium-replay buffer to check the run against")
+    upto = int(upto if upto is not None else t.info["expert_step"])
+    run = Path(run_dir)
+    medium = load_replay_file(t)
+    prefix = replay_dataset(run, t.replay_file["transitions"])
+    differ = [k for k in prefix if not np.array_equal(prefix[k], getattr(medium, k))]
+    if differ:
+        raise ValueError(f"{run}: its buffer up to step {len(medium)} is not the shipped {t.replay_file['file']} "
+                         f"({', '.join(differ)} differ): it is not the run the {task} assets came from")
+    out = ASSETS / task / "full_replay.npz"
+    save_npz_reproducibly(out, pack_replay(replay_dataset(run, upto)))
+    entry = {"file": out.name, "sha256": sha256(out), "transitions": upto,
+             "source": f"the SAC run's replay buffer, steps 0 to {upto} (the expert snapshot); its first "
+                       f"{len(medium)} transitions are {t.replay_file['file']} bit for bit"}
+    path = ASSETS / task / "manifest.json"
+    manifest = json.loads(path.read_text())
+    manifest["full_replay"] = entry
+    path.write_text(json.dumps(manifest, indent=1) + "\n")
+    get_task.cache_clear()
+    return entry

@@ -198,6 +198,45 @@ def _hopper_run(path):
               checkpoint_every=250, progress=False)
 
 
+def test_full_replay_is_the_whole_buffer_of_the_run_the_assets_came_from(tmp_path, monkeypatch):
+    """hopper-full-replay (D4RL v2's tier): the run's buffer from its first step to the expert snapshot, shipped and
+    checked like medium-replay; its first transitions are medium-replay's; a run whose buffer differs is refused."""
+    import shutil
+    from minirl.behavior import replay_dataset
+    run = tmp_path / "run"
+    _hopper_run(run)
+    monkeypatch.setattr(datasets, "ASSETS", tmp_path / "assets")
+    get_task.cache_clear()
+    try:
+        datasets.export_assets("hopper", run, {"random": 1000, "medium": 1000, "expert": 1000},
+                               medium_step=400, expert_step=600, episodes=1)
+        assert "hopper-full-replay" not in datasets.dataset_names()  # not shipped yet
+        with pytest.raises(ValueError, match="ships no whole replay buffer"):
+            parse_name("hopper-full-replay")
+        other = tmp_path / "other"
+        shutil.copytree(run, other)
+        chunk = sorted((other / "replay").glob("*.npz"))[0]
+        with np.load(chunk) as z:
+            arrays = dict(z)
+        arrays["rew"][3] += 1.0
+        np.savez(chunk, **arrays)
+        with pytest.raises(ValueError, match="it is not the run the hopper assets came from"):
+            datasets.export_full_replay("hopper", other)
+        entry = datasets.export_full_replay("hopper", run)
+        assert entry["transitions"] == 600 and "hopper-full-replay" in datasets.dataset_names()
+        assert full_size("hopper-full-replay") == 600
+        full = make_dataset("hopper-full-replay", progress=False)
+        want = replay_dataset(run, 600)
+        assert len(full) == 600 and all(np.array_equal(getattr(full, k), want[k]) for k in want)
+        medium = make_dataset("hopper-medium-replay", progress=False)
+        for k in ("observations", "actions", "rewards", "next_observations", "terminals"):
+            assert np.array_equal(getattr(full, k)[:400], getattr(medium, k))
+        assert np.array_equal(full.timeouts[:399], medium.timeouts[:399])  # medium's last step is a cut, not full's
+        assert "pendulum-full-replay" not in datasets.dataset_names()
+    finally:
+        get_task.cache_clear()
+
+
 def test_replay_buffer_packs_losslessly(tmp_path):
     from minirl.behavior import replay_dataset
     _hopper_run(tmp_path)

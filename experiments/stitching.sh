@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# The runs behind the stitching chapter's deep half (book/stitching.md; results/stitching): what offline RL buys over
+# imitation where the data must be stitched (OGBench's pointmaze-medium-stitch, five single tasks), where it need not
+# be (pointmaze-medium-navigate, the control) and on Hopper's whole replay buffer (hopper-full-replay). Two lanes of
+# suite commands, one per core; each command skips finished runs and resumes interrupted ones, so a lane can be
+# stopped at any time (a session's end) and started again with the same command:
+#
+#     bash experiments/stitching.sh 0      # lane 0 (the mazes), pinned to core 0, one torch thread
+#     bash experiments/stitching.sh 1      # lane 1 (hopper-full-replay), pinned to core 1
+#     bash experiments/stitching.sh list   # print both lanes' commands
+#
+# Every run: the `cpu` scale (50,000 gradient steps for every algorithm, equal budgets; CQL with 2 x 256 layers and
+# N = 4, BCQ with a 256-256 VAE, as in the results of record), `--precision auto`, one thread. The mazes are evaluated
+# OGBench's way: success over 50 episodes of the single task (--eval-episodes 50), every 5,000 steps. The order puts
+# the cheap baselines and IQL first on all five tasks with three seeds, then the navigate control, then IQL's
+# expectile sweep (0.5 = one step, 0.9) and CQL and BCQ, then seeds 3 and 4.
+set -euo pipefail
+set -f
+cd "$(dirname "$0")/.."
+
+tasks() { for k in 1 2 3 4 5; do printf 'pointmaze-medium-%s-singletask-task%s ' "$1" "$k"; done; }
+STITCH=$(tasks stitch)
+NAVIGATE=$(tasks navigate)
+SUITE="python experiments/run_suite.py --scale cpu --precision auto --threads 1 --tag stitching"
+MAZE="$SUITE --eval-episodes 50"
+
+lane0=(
+  "$MAZE --algos bc 10%bc iql --datasets $STITCH --seeds 0 1 2"
+  "$MAZE --algos bc 10%bc iql --datasets $NAVIGATE --seeds 0 1 2"
+  "$MAZE --algos iql --datasets $STITCH --seeds 0 1 2 --set expectile=0.5"
+  "$MAZE --algos iql --datasets $STITCH --seeds 0 1 2 --set expectile=0.9"
+  "$MAZE --algos cql bcq --datasets $STITCH --seeds 0 1 2"
+  "$MAZE --algos cql bcq --datasets $NAVIGATE --seeds 0 1 2"
+  "$MAZE --algos bc 10%bc iql cql bcq --datasets $STITCH $NAVIGATE --seeds 3 4"
+)
+lane1=(
+  "$SUITE --algos bc 10%bc iql --datasets hopper-full-replay --seeds 0 1 2 3 4"
+  "$SUITE --algos cql bcq --datasets hopper-full-replay --seeds 0 1 2 3 4"
+)
+
+case "${1:-}" in
+  0) lane=("${lane0[@]}") ;;
+  1) lane=("${lane1[@]}") ;;
+  list) printf 'lane 0: %s\n' "${lane0[@]}"; printf 'lane 1: %s\n' "${lane1[@]}"; exit 0 ;;
+  *) echo "usage: bash experiments/stitching.sh 0|1|list (the lane, run pinned to that core)" >&2; exit 2 ;;
+esac
+export OMP_NUM_THREADS=1
+for command in "${lane[@]}"; do
+  echo "== $command"
+  # shellcheck disable=SC2086  # the command is split into words on purpose
+  taskset -c "$1" $command
+done
