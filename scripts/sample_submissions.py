@@ -11,12 +11,18 @@ then grades them with `python -m minirl.classroom grade notebooks/exercises/samp
 minirl/classroom/grader.py) and stores, in book/generated/ (which book/instructors.md includes):
   grading_example.txt   the command and its Markdown table,
   grading_example.csv   the same grades, one row per student and task (what an LMS imports),
-  self_check_example.txt  ben's self-check of one notebook, as he sees it.
+  self_check_example.txt  ben's self-check of one notebook, as he sees it,
+  nbval_example.txt     `pytest --nbval 04_iql.ipynb` on ben's notebook, executed and saved as Jupyter saves it, in a
+                        folder of its own (minirl's pytest plugin grades it against the reference; the run's duration
+                        is left out of the last line).
 """
 import json
 import os
+import re
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -57,6 +63,22 @@ def run(args: list[str]) -> str:
     return result.stdout
 
 
+def nbval_example(notebook: Path) -> str:
+    """``pytest --nbval`` on a copy of ``notebook``, executed and saved first, in a new folder with no conftest."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / notebook.name
+        shutil.copy(notebook, path)
+        subprocess.run([sys.executable, "-m", "jupyter", "nbconvert", "--to", "notebook", "--execute", "--inplace",
+                        "--allow-errors", str(path)], check=True, capture_output=True, env=env)
+        result = subprocess.run([sys.executable, "-m", "pytest", "--nbval", "-q", "-p", "no:cacheprovider",
+                                 path.name], cwd=tmp, capture_output=True, text=True, env=env)
+    if result.returncode not in (0, 1):
+        raise SystemExit(f"pytest --nbval {notebook.name} failed to run:\n{result.stdout}{result.stderr}")
+    out = re.sub(r" in [0-9.]+s( \([0-9:]+\))?", "", result.stdout.rstrip())
+    return f"$ pytest --nbval {notebook.name}\n{out}\n"
+
+
 def main() -> None:
     for solution_path in sorted(release.SOLUTIONS.glob("*.ipynb")):
         solution = json.loads(solution_path.read_text())
@@ -74,8 +96,11 @@ def main() -> None:
     (GENERATED / "grading_example.txt").write_text(text)
     check = run(["check", f"{folder}/ben/04_iql.ipynb"])
     (GENERATED / "self_check_example.txt").write_text(f"$ python -m minirl.classroom check 04_iql.ipynb\n{check}")
+    example = nbval_example(OUT / "ben" / "04_iql.ipynb")
+    (GENERATED / "nbval_example.txt").write_text(example)
     print(text)
     print(check)
+    print(example)
 
 
 if __name__ == "__main__":

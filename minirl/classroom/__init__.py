@@ -16,18 +16,38 @@ The files, in the order they depend on each other (each imports only those above
                      minirl.classroom.sandbox worker`` where fork is unavailable)
 ``grader.py``        grading a folder or one notebook against the reference: one row per student and task
 ``cli.py``           ``python -m minirl.classroom make-student | check | grade | class-release``
+``nbval_plugin.py``  ``pytest --nbval SUBMISSION.ipynb``: a pytest plugin (minirl's ``pytest11`` entry point) that
+                     grades a book exercise notebook with the grader, one test per task
 
 Notebooks import the checkers and the exercise problems from here: ``from minirl.classroom import
 check_expectile_loss``.
 """
-# what the exercise notebooks import
-from .agent_checks import (ALPHAS, EXPECTILES, THRESHOLDS, check_alpha_sweep,  # noqa: F401
-                           check_discrete_bcq_update, check_discrete_cql_update, check_expectile_sweep,
-                           check_iql_update, check_threshold_sweep, continuous_exercise, greedy_return,
-                           make_discrete_bcq, make_discrete_cql, make_iql, tabular_exercise)
-from .checks import (check_awr_weights, check_bcq_action_mask, check_critic_target,  # noqa: F401
-                     check_cql_penalty, check_discrete_cql_penalty, check_empirical_mdp, check_evaluate_policy,
-                     check_expectile_experiment, check_expectile_loss, check_lagrange_loss, check_optimism_experiment,
-                     check_policy_transition, check_q_target, check_soft_clipped_double_q, check_vae_loss)
-from .stitching_checks import (STITCH_TAUS, check_bcql_values, check_one_step_policy,  # noqa: F401
-                               check_stitching_sweep, check_stitching_threshold, stitching_exercise)
+# What the exercise notebooks import (``from minirl.classroom import check_expectile_loss``), loaded on first use
+# (PEP 562): ``import minirl.classroom.nbval_plugin``, which pytest imports at startup through minirl's ``pytest11``
+# entry point, must not import torch.
+_EXPORTS = {
+    "agent_checks": ("ALPHAS", "EXPECTILES", "THRESHOLDS", "check_alpha_sweep", "check_discrete_bcq_update",
+                     "check_discrete_cql_update", "check_expectile_sweep", "check_iql_update", "check_threshold_sweep",
+                     "continuous_exercise", "greedy_return", "make_discrete_bcq", "make_discrete_cql", "make_iql",
+                     "tabular_exercise"),
+    "checks": ("check_awr_weights", "check_bcq_action_mask", "check_critic_target", "check_cql_penalty",
+               "check_discrete_cql_penalty", "check_empirical_mdp", "check_evaluate_policy",
+               "check_expectile_experiment", "check_expectile_loss", "check_lagrange_loss", "check_optimism_experiment",
+               "check_policy_transition", "check_q_target", "check_soft_clipped_double_q", "check_vae_loss"),
+    "stitching_checks": ("STITCH_TAUS", "check_bcql_values", "check_one_step_policy", "check_stitching_sweep",
+                         "check_stitching_threshold", "stitching_exercise"),
+}
+_WHERE = {name: module for module, names in _EXPORTS.items() for name in names}
+
+
+def __getattr__(name):
+    if name not in _WHERE:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+    value = getattr(importlib.import_module(f".{_WHERE[name]}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_WHERE))

@@ -1,0 +1,110 @@
+"""``pytest --nbval SUBMISSION.ipynb`` grades a book exercise notebook against the reference (issue 46).
+
+minirl's pytest plugin (minirl/classroom/nbval_plugin.py, the ``pytest11`` entry point) replaces nbval's collector for
+a notebook whose metadata names one of the exercises: one test per task, graded by the grader. Each check here runs
+``pytest --nbval`` in a subprocess, in a fresh temporary folder with no conftest or ini file, as an instructor would.
+"""
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from minirl.classroom import grader, release
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from test_grading import NB, _answers, _student_copy, execute_and_save, filled, wrong_edits, write  # noqa: E402
+
+SAMPLES = release.EXERCISES / "sample_submissions"
+
+
+def nbval(folder: Path, *args: str) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST")}
+    env["OMP_NUM_THREADS"] = "1"
+    return subprocess.run([sys.executable, "-m", "pytest", "--nbval", "-p", "no:cacheprovider", "-rA", *args],
+                          cwd=folder, capture_output=True, text=True, env=env, timeout=900)
+
+
+def outcomes(stdout: str) -> dict[tuple[str, str], bool]:
+    """``{(notebook path, task): passed}`` from pytest's ``-rA`` summary."""
+    return {(m.group(2), m.group(3)): m.group(1) == "PASSED"
+            for m in re.finditer(r"^(PASSED|FAILED) (\S+\.ipynb)::(\w+)", stdout, re.M)}
+
+
+def test_the_plugin_does_not_import_torch_at_startup():
+    code = "import sys, minirl.classroom.nbval_plugin; assert 'torch' not in sys.modules, 'torch imported'"
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+@pytest.mark.parametrize("case", ["wrong", "correct", "untouched"])
+def test_saved_submission_under_plain_nbval(tmp_path, case):
+    """Executed and saved as Jupyter saves it, then ``pytest --nbval`` in its own folder: a saved wrong answer and the
+    untouched copy fail, the right answers pass (under plain nbval all three passed: the stored outputs are the
+    student's own run)."""
+    nb = {"wrong": filled(NB, wrong_edits(NB)), "correct": filled(NB), "untouched": _student_copy(NB)}[case]
+    path = tmp_path / f"{NB}.ipynb"
+    path.write_text(json.dumps(nb, indent=1))
+    execute_and_save(path)
+    result = nbval(tmp_path, path.name)
+    summary = result.stdout.strip().splitlines()[-1]
+    if case == "correct":
+        assert result.returncode == 0 and "4 passed" in summary and "failed" not in summary, result.stdout[-3000:]
+    else:
+        assert result.returncode == 1 and "failed" in summary, result.stdout[-3000:]
+        assert "expected (reference): " in result.stdout
+
+
+def test_nbval_and_the_grader_agree_task_by_task(tmp_path):
+    """Every sample submission and the hostile cases the grader handles: the same verdict, task by task."""
+    folder = tmp_path / "class"
+    for student in ("ana", "ben", "chloe"):
+        for p in sorted((SAMPLES / student).glob("*.ipynb")):
+            write(folder, student, p.stem, p.read_text())
+    wrong = filled(NB, wrong_edits(NB))
+    cleared = json.loads(json.dumps(wrong))
+    tampered = json.loads(json.dumps(wrong))
+    for cell in tampered["cells"]:
+        task = release.checker_task("".join(cell["source"]))
+        if task:  # the checker cell prints the passing line, and the stored output says so
+            line = f"{task}: 5/5 checks passed"
+            cell["source"] = f"print({line!r})"
+            cell["outputs"] = [{"output_type": "stream", "name": "stdout", "text": line + "\n"}]
+    write(folder, "eve", NB, tampered)
+    write(folder, "dana", NB, cleared)
+    patched = _answers(NB, wrong_edits(NB))["policy_transition"] + (
+        "\n\nimport minirl.classroom as mex\n"
+        "mex.check_policy_transition = lambda fn: print('policy_transition: 5/5 checks passed')\n"
+        "check_evaluate_policy = lambda fn: print('evaluate_policy: 5/5 checks passed')\n")
+    write(folder, "fay", NB, filled(NB, replace={"policy_transition": patched}))
+    reads = (_answers(NB)["policy_transition"] + "\n\nimport minirl.classroom.release\n"
+             "_peek = open(minirl.classroom.release.SOLUTIONS / '01_offline_rl.ipynb').read()\n")
+    write(folder, "ivy", NB, filled(NB, replace={"policy_transition": reads}))
+    broken = _answers(NB)["policy_transition"].replace("S, A, _ = P.shape", "S, A, _ = P.shape)")
+    write(folder, "max", NB, filled(NB, replace={"policy_transition": broken}))
+    write(folder, "lea", NB, filled(NB, replace={"empirical_mdp": None}))
+    results, _ = grader.grade_folder(folder, parallel=1)
+    expected = {(f"{r.student}/{r.notebook}.ipynb", r.task): r.passed for r in results
+                if r.level != "written" and r.status != "not submitted"}  # grade_folder's rows for the other files
+    result = nbval(folder)
+    found = outcomes(result.stdout)
+    assert found == expected, result.stdout[-4000:]
+    assert not all(expected.values()) and any(expected.values())
+    assert expected[("fay/01_offline_rl.ipynb", "evaluate_policy")] is False  # the rebound checker did not count
+    assert expected[("ivy/01_offline_rl.ipynb", "policy_transition")] is False  # reading the solutions: blocked
+
+
+def test_other_notebooks_are_nbval_as_before(tmp_path):
+    """A notebook that is not one of the exercises: nbval compares it with its own stored outputs, as before."""
+    def notebook(stored: str) -> dict:
+        return {"nbformat": 4, "nbformat_minor": 5, "metadata": {"kernelspec": {"name": "python3",
+                "display_name": "Python 3", "language": "python"}},
+                "cells": [{"cell_type": "code", "id": "c1", "execution_count": 1, "metadata": {}, "source": "print(1)",
+                           "outputs": [{"output_type": "stream", "name": "stdout", "text": stored}]}]}
+    (tmp_path / "good.ipynb").write_text(json.dumps(notebook("1\n")))
+    (tmp_path / "bad.ipynb").write_text(json.dumps(notebook("2\n")))
+    result = nbval(tmp_path)
+    assert "PASSED good.ipynb::Cell 0" in result.stdout and "FAILED bad.ipynb::Cell 0" in result.stdout, result.stdout
+    assert "expected (reference)" not in result.stdout
