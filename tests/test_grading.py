@@ -68,6 +68,19 @@ def wrong_edits(name: str) -> list[tuple[str, str]]:
     return [(old, new) for nb, _, old, new in WRONG if nb == name][:2]
 
 
+
+def passing_checkers(nb: dict) -> dict:
+    """A copy of ``nb`` whose checker cells print the passing line, and whose stored outputs say so."""
+    tampered = json.loads(json.dumps(nb))
+    for cell in tampered["cells"]:
+        task = release.checker_task("".join(cell["source"]))
+        if task:  # the checker cell prints the passing line, and the stored output says so
+            line = f"{task}: 5/5 checks passed"
+            cell["source"] = f"print({line!r})"
+            cell["outputs"] = [{"output_type": "stream", "name": "stdout", "text": line + "\n"}]
+    return tampered
+
+
 def write(folder: Path, student: str, name: str, nb) -> Path:
     path = folder / student / f"{name}.ipynb"
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -129,13 +142,7 @@ def graded(tmp_path_factory):
         if cell["cell_type"] == "code":
             cell["outputs"], cell["execution_count"] = [], None
     write(folder, "dana", NB, cleared)                                   # the same, outputs cleared
-    tampered = json.loads(json.dumps(ben))
-    for cell in tampered["cells"]:
-        task = release.checker_task("".join(cell["source"]))
-        if task:  # the checker cell prints the passing line, and the stored output says so
-            line = f"{task}: 5/5 checks passed"
-            cell["source"] = f"print({line!r})"
-            cell["outputs"] = [{"output_type": "stream", "name": "stdout", "text": line + "\n"}]
+    tampered = passing_checkers(ben)
     write(folder, "eve", NB, tampered)
     patched = _answers(NB, wrong_edits(NB))["policy_transition"] + (
         "\n\nimport minirl.classroom as mex\n"

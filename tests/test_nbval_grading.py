@@ -16,7 +16,8 @@ import pytest
 from minirl.classroom import grader, release
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from test_grading import NB, _answers, _student_copy, execute_and_save, filled, wrong_edits, write  # noqa: E402
+from test_grading import (NB, _answers, _student_copy, execute_and_save, filled, passing_checkers,  # noqa: E402
+                          wrong_edits, write)
 
 SAMPLES = release.EXERCISES / "sample_submissions"
 
@@ -65,13 +66,7 @@ def test_nbval_and_the_grader_agree_task_by_task(tmp_path):
             write(folder, student, p.stem, p.read_text())
     wrong = filled(NB, wrong_edits(NB))
     cleared = json.loads(json.dumps(wrong))
-    tampered = json.loads(json.dumps(wrong))
-    for cell in tampered["cells"]:
-        task = release.checker_task("".join(cell["source"]))
-        if task:  # the checker cell prints the passing line, and the stored output says so
-            line = f"{task}: 5/5 checks passed"
-            cell["source"] = f"print({line!r})"
-            cell["outputs"] = [{"output_type": "stream", "name": "stdout", "text": line + "\n"}]
+    tampered = passing_checkers(wrong)
     write(folder, "eve", NB, tampered)
     write(folder, "dana", NB, cleared)
     patched = _answers(NB, wrong_edits(NB))["policy_transition"] + (
