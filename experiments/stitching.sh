@@ -44,9 +44,6 @@ case "${1:-}" in
   list) printf 'lane 0: %s\n' "${lane0[@]}"; printf 'lane 1: %s\n' "${lane1[@]}"; exit 0 ;;
   *) echo "usage: bash experiments/stitching.sh 0|1|list (the lane, run pinned to that core)" >&2; exit 2 ;;
 esac
-export OMP_NUM_THREADS=1
-for command in "${lane[@]}"; do
-  echo "== $command"
-  # shellcheck disable=SC2086  # the command is split into words on purpose
-  taskset -c "$1" $command
-done
+# shellcheck source=experiments/lanes.sh
+. experiments/lanes.sh
+run_lane "$1" "${lane[@]}"
