@@ -36,7 +36,8 @@ def evaluate(agent, env_id: str, episodes: int = 10, seed: int = 0,
 
 def _is_ogbench(env_id: str) -> bool:
     """Whether ``env_id`` is one of OGBench's environments (minirl evaluates its PointMaze single tasks)."""
-    return env_id.startswith("pointmaze-")
+    from .maze import is_maze_name  # the same prefix names the datasets and OGBench's environments
+    return is_maze_name(env_id)
 
 
 def _make_env(env_id: str):

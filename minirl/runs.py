@@ -270,7 +270,7 @@ def check_dataset(name: str):
     except ImportError as e:  # minari:<id> without the minari package
         raise UserError(str(e)) from None
     except (ValueError, FileNotFoundError) as e:
-        if name.startswith(datasets.MINARI) or name.startswith("pointmaze-"):  # its own one-line error names the field
+        if name.startswith(datasets.MINARI) or datasets.maze.is_maze_name(name):  # its own one-line error names the field
             raise UserError(str(e)) from None
         task, _, tier = name.partition("-")
         if task in datasets.available_tasks() and tier in datasets.TIERS:  # a real name, not made yet (no expert)
