@@ -1,4 +1,4 @@
-"""Grading a class: N students x the 4 exercise notebooks, timed, with the conditions printed.
+"""Grading a class: N students x every exercise notebook, timed, with the conditions printed.
 
     python benchmarks/grading.py                      # 30 students, --parallel 2
     python benchmarks/grading.py --students 30 --parallel 1 --keep /tmp/class

@@ -41,6 +41,13 @@ WRONG = [
     ("04b_stitching", "bcql_values", "Q_next = np.where(support, mdp_hat.R + mdp_hat.gamma * (mdp_hat.P @ V), -np.inf)",
      "Q_next = mdp_hat.R + mdp_hat.gamma * (mdp_hat.P @ V)"),  # value iteration over every action
     ("04b_stitching", "stitching_threshold", "for _ in range(30):", "for _ in range(3):"),
+    ("05_comparison", "bootstrap_ci", "np.quantile(means, [(1 - confidence) / 2, (1 + confidence) / 2])",
+     "np.quantile(means, [1 - confidence, confidence])"),  # both tails cut at 5%: a 90% interval
+    ("05_comparison", "iqm", "None) / 0.5", "None)"),  # the weights sum to 1/2
+    ("05_comparison", "stratified_iqm_ci", "stats = np.array([iqm(row) for row in samples])",
+     "stats = samples.mean(axis=1)"),  # the mean, not the IQM
+    ("05_comparison", "compare", 'verdict = "above" if lo > 0 else "below" if hi < 0 else "overlap"',
+     'verdict = "above" if a.mean() > b.mean() else "below"'),  # the verdict read off the means
     # agent level: one update of a whole agent
     ("02_bcq", "discrete_bcq_update", "agent.q(next_obs).masked_fill(~allowed, float(\"-inf\"))", "agent.q(next_obs)"),
     ("03_cql", "discrete_cql_update", "loss = td_loss + cfg.cql_alpha * gap", "loss = td_loss + gap"),
@@ -51,6 +58,9 @@ WRONG = [
     ("03_cql", "alpha_sweep", "gaps.append(q[:, 2:].mean() - q[:, :2].mean())", "gaps.append(q[:, 2:].mean())"),
     ("04_iql", "expectile_sweep", "for _ in range(steps):", "for _ in range(steps // 2):"),
     ("04b_stitching", "stitching_sweep", "values.append(tab.policy_return(mdp, pi))", "values.append(V[start])"),
+    ("05_comparison", "record_verdicts", "compare(plots.final_scores(runs, method, dataset), plots.final_scores(runs, "
+     "baseline, dataset))", "compare(plots.final_scores(runs, baseline, dataset), plots.final_scores(runs, method, "
+     "dataset))"),  # baseline - method
 ]
 
 

@@ -118,12 +118,12 @@ def _train(agent, update, batch, steps: int, keys: tuple[str, ...]) -> list[dict
     return logs
 
 
-def _check_agent(task: str, fn, make_agent, batch, keys: tuple[str, ...], probes: dict) -> None:
+def _check_agent(task: str, fn, make_agent, batch, keys: tuple[str, ...], probes: dict, reference) -> None:
     """Train a seeded agent with ``fn`` and minirl's agent with ``agent.update`` for :data:`AGENT_STEPS` updates on
     the same batch; compare the losses after the first and the last update, then every ``probes[name](agent)``."""
     want_agent = make_agent()
     want = _train(want_agent, None, batch, AGENT_STEPS, keys)
-    c = Checks(task)
+    c = Checks(task, reference=reference)
     state: dict = {}
 
     def run():
@@ -148,6 +148,12 @@ def _check_agent(task: str, fn, make_agent, batch, keys: tuple[str, ...], probes
     c.report()
 
 
+def _method(module: str, cls: str, name: str):
+    """``minirl.<module>.<cls>.<name>``: an agent's own method, the reference of an agent task."""
+    import importlib
+    return getattr(getattr(importlib.import_module(f"minirl.{module}"), cls), name)
+
+
 def _q_table(net, states):
     import torch
     with torch.no_grad():
@@ -163,7 +169,7 @@ def check_discrete_bcq_update(fn) -> None:
         "the target network Q'(s, .)": lambda a: _q_table(a.q_target, p.states),
         "the imitation logits": lambda a: _q_table(a.imitation, p.states),
         "agent.steps": lambda a: a.steps,
-    })
+    }, reference=_method("bcq", "DiscreteBCQ", "update"))
 
 
 def check_discrete_cql_update(fn) -> None:
@@ -174,7 +180,7 @@ def check_discrete_cql_update(fn) -> None:
         "Q(s, .) at the 8 states": lambda a: _q_table(a.q, p.states),
         "the target network Q'(s, .)": lambda a: _q_table(a.q_target, p.states),
         "agent.step": lambda a: a.step,
-    })
+    }, reference=_method("cql", "DiscreteCQL", "update"))
 
 
 def check_iql_update(fn) -> None:
@@ -194,7 +200,7 @@ def check_iql_update(fn) -> None:
         "the target critics": lambda a: values(lambda: a.critic_target(*probe)),
         "the actor's log-probabilities of 16 data actions": lambda a: values(lambda: a.actor.log_prob(*probe)),
         "agent.step": lambda a: a.step,
-    })
+    }, reference=_method("iql", "IQL", "update"))
 
 
 _REFERENCE_CACHE: dict = {}
@@ -246,9 +252,10 @@ def _cached(name: str, compute):
     return _REFERENCE_CACHE[name]
 
 
-def _check_sweep(task: str, fn, arg, want: tuple, labels: tuple[str, ...], descriptions: list[str], atol: float):
+def _check_sweep(task: str, fn, arg, want: tuple, labels: tuple[str, ...], descriptions: list[str], atol: float,
+                 reference):
     """Call ``fn(arg)`` once; compare each of its outputs (one array per label) value by value with ``want``."""
-    c = Checks(task)
+    c = Checks(task, reference=reference)
     state: dict = {}
 
     def run():
@@ -285,7 +292,8 @@ def check_threshold_sweep(fn):
     (:func:`threshold_sweep_reference`). Returns the student's returns (``None`` if the function fails), to plot."""
     want = _cached("threshold", threshold_sweep_reference)
     return _check_sweep("threshold_sweep", fn, THRESHOLDS, (want,), ("the return",),
-                        [f"threshold {t:g}" for t in THRESHOLDS], atol=1e-3)
+                        [f"threshold {t:g}" for t in THRESHOLDS], atol=1e-3,
+                        reference=threshold_sweep_reference)
 
 
 def check_alpha_sweep(fn):
@@ -293,7 +301,8 @@ def check_alpha_sweep(fn):
     Returns the student's pair (``None`` if the function fails), to plot."""
     want = _cached("alpha", alpha_sweep_reference)
     return _check_sweep("alpha_sweep", fn, ALPHAS, want, ("the return", "the Q gap unseen - seen"),
-                        [f"alpha {a:g}" for a in ALPHAS], atol=1e-3)
+                        [f"alpha {a:g}" for a in ALPHAS], atol=1e-3,
+                        reference=alpha_sweep_reference)
 
 
 def check_expectile_sweep(fn):
@@ -301,4 +310,5 @@ def check_expectile_sweep(fn):
     (:func:`expectile_sweep_reference`). Returns the student's values (``None`` if the function fails), to plot."""
     want = _cached("expectile", expectile_sweep_reference)
     return _check_sweep("expectile_sweep", fn, EXPECTILES, (want,), ("the mean V(s)",),
-                        [f"expectile {t:g}" for t in EXPECTILES], atol=1e-3)
+                        [f"expectile {t:g}" for t in EXPECTILES], atol=1e-3,
+                        reference=expectile_sweep_reference)

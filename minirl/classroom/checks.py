@@ -16,6 +16,8 @@ the losses of BCQ, CQL and IQL). The *agent* and *experiment* tasks are in :mod:
 """
 from __future__ import annotations
 
+import dis
+
 import numpy as np
 
 
@@ -56,14 +58,126 @@ def mismatch(got, want, atol: float = 1e-6, rtol: float = 1e-6) -> str | None:
 _VERDICTS: list[dict] = []  # every report() appends its verdict here: the grader reads it (sandbox.py)
 
 
+# ---------------------------------------------------------------------------------------------------------------
+# Noticing an answer that hands its task to minirl's own implementation
+# ---------------------------------------------------------------------------------------------------------------
+
+def _signature(code) -> tuple:
+    """A cheap first look: a copy has its original's arguments and local names."""
+    return code.co_argcount, code.co_kwonlyargcount, code.co_varnames
+
+
+_JUMPS = frozenset(dis.hasjrel) | frozenset(dis.hasjabs)
+_SAME_OP = {"LOAD_METHOD": "LOAD_ATTR"}  # 3.11 compiles ``np.f()`` either way, by whether ``np`` is imported in the file
+
+
+def _fingerprint(code) -> tuple:
+    """What a copy of a function keeps whatever its name, file or line: its instructions with their names and
+    constants (the docstring among them) and its arguments. Two functions written independently differ in it (their
+    docstrings, their local names); a function re-made from another's code or source (``types.FunctionType(
+    f.__code__, ...)``, ``exec`` of ``inspect.getsource(f)``) does not."""
+    ops = []
+    for ins in dis.get_instructions(code):
+        arg = None if ins.opcode in _JUMPS else ins.argval
+        if hasattr(arg, "co_code"):
+            arg = _fingerprint(arg)
+        elif arg is not None and not isinstance(arg, (str, int, float, bool, bytes, tuple, frozenset)):
+            arg = repr(arg)
+        ops.append((_SAME_OP.get(ins.opname, ins.opname), arg))
+    docstring = code.co_consts[0] if code.co_consts and isinstance(code.co_consts[0], str) else None
+    return _signature(code), docstring, tuple(ops)
+
+
+def _reference_name(function) -> str:
+    return f"{function.__module__}.{function.__qualname__}"
+
+
+class ReferenceWatch:
+    """Notices when the code it watches runs a task's reference implementation, by whatever route it got there.
+
+    ``with watch: fn(...)`` installs a trace function (:func:`sys.settrace`, also for threads the code starts) that
+    looks at every Python function call: one that enters the reference's code object (an import, an alias, an
+    attribute lookup, the agent's own ``update``, a method called through ``super()``, a copy taken at import time:
+    every route ends in that code) or a copy of it (the same bytecode, constants and names, e.g. re-made from its
+    code or its source) is recorded in :attr:`used`. Everything else ``minirl`` offers (its networks, datasets,
+    the agent the task hands out, the other tasks' functions) runs unremarked. A tracer already installed (a
+    debugger, coverage) keeps receiving its events.
+
+    What it cannot see: a reference retyped or pasted with edits (other names, another docstring), a reference
+    compiled out of Python (``torch.jit.script``), and another function that computes the same thing under another
+    name. Those are for reading the answer, as any copying is."""
+
+    _UNSEEN = object()
+
+    def __init__(self, references):
+        self.names: dict[int, tuple] = {}        # id(code) -> (code, name): the references' own code objects
+        self.prints: dict[tuple, dict] = {}     # signature -> {fingerprint: name}: their copies
+        for ref in references:
+            function = getattr(ref, "__func__", ref)
+            code = getattr(function, "__code__", None)
+            if code is None:
+                raise TypeError(f"reference {ref!r} is not a Python function")
+            # the function's own code only: its inner comprehensions and lambdas are short and common enough for a
+            # student's own code to share their fingerprint, and running them means running the function
+            self.names[id(code)] = (code, _reference_name(function))
+            self.prints.setdefault(_signature(code), {})[_fingerprint(code)] = _reference_name(function)
+        self.seen: dict[int, tuple] = {}         # id(code) -> (code, name or None), every code object met once
+        self.used: list[str] = []
+        self._previous = []
+
+    def _lookup(self, code):
+        entry = self.seen.get(id(code))
+        if entry is None or entry[0] is not code:
+            known = self.names.get(id(code))
+            if known is not None and known[0] is code:
+                name = known[1]
+            else:  # a copy? (its fingerprint is computed only for code with a reference's arguments and locals)
+                copies = self.prints.get(_signature(code))
+                name = copies.get(_fingerprint(code)) if copies else None
+            entry = self.seen[id(code)] = (code, name)
+        return entry[1]
+
+    def _trace(self, frame, event, arg):
+        if event == "call":
+            name = self._lookup(frame.f_code)
+            if name is not None and name not in self.used:
+                self.used.append(name)
+        previous = self._previous[-1][0] if self._previous else None
+        return previous(frame, event, arg) if previous is not None else None
+
+    def __enter__(self):
+        import sys
+        import threading
+        self._previous.append((sys.gettrace(), threading.gettrace()))
+        sys.settrace(self._trace)
+        threading.settrace(self._trace)
+        return self
+
+    def __exit__(self, *exc):
+        import sys
+        import threading
+        previous, previous_threads = self._previous.pop()
+        sys.settrace(previous)
+        threading.settrace(previous_threads)
+        return False
+
+
 class Checks:
     """Run a task's checks, print failures with their inputs, then one summary line ``<task>: k/n checks passed``.
 
-    ``report()`` also records the verdict (task, checks passed, checks run, not implemented) for the grader, which
-    takes a task's grade from this record of the reference checker, never from what a notebook stores or prints."""
+    ``reference`` names minirl's own implementation of the task (a function, a method, a tuple of them, or ``None``
+    for a task that composes the library's pieces and has none): the student's code runs under a
+    :class:`ReferenceWatch` of it, and an answer that runs it gets ``<task>: uses the reference implementation``
+    instead of a score. A new checker must say it: there is no default.
 
-    def __init__(self, task: str):
+    ``report()`` also records the verdict (task, checks passed, checks run, not implemented, references used) for
+    the grader, which takes a task's grade from this record of the reference checker, never from what a notebook
+    stores or prints."""
+
+    def __init__(self, task: str, *, reference):
         self.task, self.n, self.passed, self.not_implemented = task, 0, 0, None
+        references = () if reference is None else reference if isinstance(reference, (tuple, list)) else (reference,)
+        self.watch = ReferenceWatch(references) if references else None
 
     def compare(self, description: str, call, want, atol: float = 1e-6, rtol: float = 1e-6) -> None:
         """Call ``call()`` (the student's function on one input) and compare with ``want``."""
@@ -71,7 +185,11 @@ class Checks:
         if self.not_implemented is not None:
             return
         try:
-            got = call()
+            if self.watch is None:
+                got = call()
+            else:
+                with self.watch:
+                    got = call()
         except NotImplementedError as e:
             self.not_implemented = str(e) or "NotImplementedError"
             return
@@ -84,11 +202,19 @@ class Checks:
         else:
             print(f"check FAILED: {description}\n    {problem}")
 
+    @property
+    def used_reference(self) -> list[str]:
+        return list(self.watch.used) if self.watch is not None else []
+
     def report(self) -> None:
+        used = self.used_reference
         _VERDICTS.append({"task": self.task, "passed": self.passed, "n": self.n,
-                          "not_implemented": self.not_implemented})
+                          "not_implemented": self.not_implemented, "uses_reference": used})
         if self.not_implemented is not None:
             print(f"{self.task}: not implemented yet (NotImplementedError: {self.not_implemented})")
+        elif used:
+            print(f"{self.task}: uses the reference implementation ({', '.join(used)}): no checks counted; write "
+                  "the task's code yourself (minirl's other pieces are yours to use)")
         else:
             print(f"{self.task}: {self.passed}/{self.n} checks passed")
 
@@ -114,7 +240,7 @@ def _two_state_mdp():
 def check_policy_transition(fn) -> None:
     """Task: ``policy_transition(P, pi)`` returns ``P^pi[(s,a),(s',a')] = P(s'|s,a) pi(a'|s')``, shape (SA, SA)."""
     from .. import tabular as tab
-    c = Checks("policy_transition")
+    c = Checks("policy_transition", reference=tab.policy_transition)
     P, _ = _two_state_mdp()
     always_switch = np.array([[0.0, 1.0], [0.0, 1.0]])
     c.compare("two-state MDP, pi = always switch", lambda: fn(P, always_switch), tab.policy_transition(P, always_switch))
@@ -131,7 +257,7 @@ def check_policy_transition(fn) -> None:
 def check_evaluate_policy(fn) -> None:
     """Task: ``evaluate_policy(P, R, gamma, pi)`` returns ``Q^pi = (I - gamma P^pi)^-1 R`` as an (S, A) table."""
     from .. import tabular as tab
-    c = Checks("evaluate_policy")
+    c = Checks("evaluate_policy", reference=(tab.evaluate_policy_exact, tab.evaluate_policy_iterative))
     P, R = _two_state_mdp()
     stay = np.array([[1.0, 0.0], [1.0, 0.0]])
     # by hand: staying in state 1 earns 1 forever (10 at gamma 0.9); in state 0 nothing; switching from 0 reaches 1
@@ -149,7 +275,7 @@ def check_evaluate_policy(fn) -> None:
 def check_empirical_mdp(fn) -> None:
     """Task: ``empirical_mdp(s, a, r, s_next, S, A)`` returns ``(T_hat, r_hat, counts)``; unseen pairs loop with r 0."""
     from .. import tabular as tab
-    c = Checks("empirical_mdp")
+    c = Checks("empirical_mdp", reference=tab.empirical_mdp)
 
     def reference(s, a, r, s_next, S, A):
         data = {"s": np.asarray(s), "a": np.asarray(a), "r": np.asarray(r, dtype=float),
@@ -196,7 +322,7 @@ def optimism_experiment(unseen_reward: float = 1.0, n_transitions: int = 300, se
 def check_optimism_experiment(fn) -> None:
     """Task: ``fn()`` returns the pair ``(J_hat, J_true)`` of the optimism experiment (:func:`optimism_experiment`)."""
     want = optimism_experiment()
-    c = Checks("optimism_experiment")
+    c = Checks("optimism_experiment", reference=optimism_experiment)
     c.compare("J_hat: the return the empirical MDP promises", lambda: _pick(fn(), 0, 2), want["J_hat"], atol=1e-4)
     c.compare("J_true: the greedy policy's return in the true MDP", lambda: _pick(fn(), 1, 2), want["J_true"],
               atol=1e-4)
@@ -218,7 +344,7 @@ def _clone(args):
 
 def _check_cases(task: str, fn, reference, cases, atol: float = 1e-5) -> Checks:
     """Compare ``fn(*args)`` with ``reference(*args)`` for every ``(description, args)`` in ``cases``."""
-    c = Checks(task)
+    c = Checks(task, reference=reference)
     for description, args in cases:
         c.compare(description, lambda args=args: fn(*_clone(args)), reference(*_clone(args)), atol=atol, rtol=1e-5)
     return c
@@ -292,7 +418,7 @@ def check_expectile_experiment(fn) -> None:
     """Task: ``fn()`` returns the 0.9-expectile of the values [0, 1, 5] with probabilities [0.5, 0.3, 0.2]."""
     from ..tabular import expectile
     want = float(expectile(np.array([0.0, 1.0, 5.0]), np.array([0.5, 0.3, 0.2]), 0.9))
-    c = Checks("expectile_experiment")
+    c = Checks("expectile_experiment", reference=expectile)
     c.compare("the 0.9-expectile, within 1e-3", lambda: float(fn()), want, atol=1e-3)
     c.report()
 

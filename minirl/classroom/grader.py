@@ -39,7 +39,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from . import sandbox
-from .release import CHECKS_FILE, SOLUTIONS
+from .release import CHECKS_FILE, POINTS, SOLUTIONS
 
 DEFAULT_TIME_LIMIT = 120.0  # seconds per notebook; the reference notebooks take a few seconds each
 SUSPICIOUS = ("minirl.classroom", "minirl.exercises", "minirl.grading", "_VERDICTS", "Checks(", "addaudithook",
@@ -60,13 +60,16 @@ class TaskResult:
     notebook: str
     task: str
     level: str                     # function | agent | experiment | written
-    status: str                    # passed | failed | not implemented | missing | error | time limit | process died
+    status: str                    # passed | failed | not implemented | uses reference | missing | error | time limit
+    #                                | process died
     #                                | blocked | manual | not submitted | invalid notebook
     passed: bool
     checks_passed: int | None = None
     checks_total: int | None = None
     message: str = ""
     answer: str = ""               # a written answer's text, for the instructor
+    points: int | None = None      # earned: all of points_possible when passed, else 0; None for a written answer
+    points_possible: int = 0       # the task's points (release.POINTS by level, or the reference cell's own)
 
     @property
     def short(self) -> str:
@@ -332,8 +335,10 @@ def results_of(job: Job, time_limit: float = DEFAULT_TIME_LIMIT) -> list[TaskRes
     spec, rows = job.spec, []
 
     def row(task: dict, status: str, message: str = "", **kw) -> TaskResult:
+        possible = task.get("points", POINTS[task["level"]])  # a checks file made before points: the same table
+        earned = None if task["level"] == "written" else possible if status == "passed" else 0
         return TaskResult(job.student, job.notebook, task["task"], task["level"], status, status == "passed",
-                          message=message, **kw)
+                          message=message, points=earned, points_possible=possible, **kw)
 
     if job.path is None or job.invalid:
         status = "not submitted" if job.path is None else "invalid notebook"
@@ -410,6 +415,11 @@ def results_of(job: Job, time_limit: float = DEFAULT_TIME_LIMIT) -> list[TaskRes
             message = "the stub still raises NotImplementedError" if stub else \
                 f"raises NotImplementedError: {v['not_implemented']}"[:300]
             rows.append(row(task, "not implemented", message, checks_passed=0, checks_total=n_ref))
+            continue
+        if v.get("uses_reference"):
+            rows.append(row(task, "uses reference", "uses the reference implementation (" + ", ".join(
+                v["uses_reference"]) + "): the answer hands the task to minirl's own code", checks_passed=0,
+                checks_total=n_ref))
             continue
         k, n = int(v["passed"]), int(v["n"])
         if n != n_ref:
@@ -550,7 +560,7 @@ FIELDS = [f for f in TaskResult.__dataclass_fields__]
 
 def table(results: list[TaskResult]) -> str:
     """One Markdown row per student and notebook: auto-graded tasks passed, each task's state, notes."""
-    lines = ["| student | notebook | passed | tasks | notes |", "| --- | --- | ---: | --- | --- |"]
+    lines = ["| student | notebook | passed | points | tasks | notes |", "| --- | --- | ---: | ---: | --- | --- |"]
     groups: dict[tuple[str, str], list[TaskResult]] = {}
     for r in results:
         groups.setdefault((r.student, r.notebook), []).append(r)
@@ -559,11 +569,14 @@ def table(results: list[TaskResult]) -> str:
         tasks = ", ".join(f"{r.task} {r.short}" for r in rows if r.task != "(notebook)")
         notes = sorted({r.message for r in rows
                         if r.status in ("time limit", "process died", "blocked", "invalid notebook", "not submitted",
-                                        "missing", "error") or r.task == "(notebook)" or "flagged" in r.message
+                                        "missing", "error", "uses reference") or r.task == "(notebook)" or "flagged" in r.message
                         or "ignored" in r.message})
         passed = f"{sum(r.passed for r in auto)}/{len(auto)}" if auto else "-"
+        written = sum(r.points_possible for r in rows if r.level == "written")
+        points = (f"{sum(r.points or 0 for r in auto)}/{sum(r.points_possible for r in auto)}" if auto else "-") + (
+            f" + {written} written" if written else "")
         cell = "; ".join(n.replace("|", "\\|") for n in notes)
-        lines.append(f"| {student} | {notebook} | {passed} | {tasks or '-'} | {cell} |")
+        lines.append(f"| {student} | {notebook} | {passed} | {points} | {tasks or '-'} | {cell} |")
     return "\n".join(lines)
 
 

@@ -23,6 +23,13 @@ EXERCISES = REPO / "notebooks" / "exercises"
 SOLUTIONS = EXERCISES / "solutions"          # the reference notebooks: the only place the solutions live
 CHECKS_FILE = EXERCISES / "checks.json"      # what the grader runs (minirl.classroom.grader)
 BOOK_PAGE = REPO / "book" / "exercises.md"
+COURSE_TABLE = REPO / "book" / "generated" / "course_table.md"  # book/course.md includes it
+# the chapter each exercise follows: its prose page and its executed notebook(s), read before the exercise
+CHAPTERS = {"01_offline_rl": ("offline_rl", ["01_offline_rl"]), "02_bcq": ("bcq", ["02_bcq"]),
+            "03_cql": ("cql", ["03_cql"]), "04_iql": ("iql", ["04_iql"]),
+            "04b_stitching": ("stitching", ["04b_stitching"]), "05_comparison": ("comparison", ["05_comparison"])}
+READING_WPM = 130  # words per minute for mathematical text (the third-edition issue's figure)
+MINUTES = {"function": 15, "agent": 45, "experiment": 20, "written": 15}  # a task's writing time: an assumption
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -32,6 +39,16 @@ BOOK_PAGE = REPO / "book" / "exercises.md"
 STUB_MESSAGE = "your code here: replace this line"
 WRITTEN_PLACEHOLDER = "_Your answer here: two or three sentences that cite the figure. Graded by the instructor._"
 LEVEL_TAGS = ("agent", "experiment")  # a solution cell's level; untagged: a function task
+# points of a task by level (book/instructors.md, "Points"); a reference cell's metadata "minirl_points" overrides
+POINTS = {"function": 2, "agent": 5, "experiment": 3, "written": 4}
+
+
+def points_of(cell: dict, level: str, name: str) -> int:
+    """A task's points: the cell's ``minirl_points`` metadata if it has one (a positive integer), else :data:`POINTS`."""
+    value = cell.get("metadata", {}).get("minirl_points", POINTS[level])
+    if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+        raise ValueError(f"{name}: minirl_points of a {level} cell is {value!r}; expected a positive integer")
+    return value
 
 
 def stub_source(source: str) -> str:
@@ -113,7 +130,7 @@ def notebook_spec(nb: dict, name: str) -> dict:
     """The checks-file entry of one reference notebook: its cells as given / answer / check / written, the expected
     verdict of every checker read from the reference's stored output. No solution text."""
     cells, pending, last_task = [], None, None
-    for cell in nb["cells"]:
+    for k, cell in enumerate(nb["cells"]):
         src, tags = _src(cell), _tags(cell)
         if cell["cell_type"] == "markdown":
             if "written" in tags:
@@ -121,11 +138,14 @@ def notebook_spec(nb: dict, name: str) -> dict:
                     raise ValueError(f"{name}: a written-answer cell before any task")
                 task = f"{last_task}_answer"
                 cells.append({"kind": "written", "task": task, "level": "written", "marker": written_marker(task),
-                              "placeholder": WRITTEN_PLACEHOLDER})
+                              "placeholder": WRITTEN_PLACEHOLDER, "points": points_of(cell, "written", name)})
+                _check_rubric(nb["cells"][k + 1] if k + 1 < len(nb["cells"]) else None, task, cells[-1]["points"],
+                              name)
             continue
         if "solution" in tags:
             level = next((t for t in LEVEL_TAGS if t in tags), "function")
-            pending = {"kind": "answer", "names": _defined_names(src), "stub": stub_source(src), "level": level}
+            pending = {"kind": "answer", "names": _defined_names(src), "stub": stub_source(src), "level": level,
+                       "points": points_of(cell, level, name)}
             cells.append(pending)
             continue
         task = checker_task(src)
@@ -143,10 +163,22 @@ def notebook_spec(nb: dict, name: str) -> dict:
             raise ValueError(f"{name}: the reference's checker of {task} did not print '{task}: n/n checks passed' "
                              f"(re-execute notebooks/exercises/solutions/{name}.ipynb)")
         cells.append({"kind": "check", "task": task, "level": pending["level"], "source": src,
-                      "expected": m.group(0), "n": int(m.group(2))})
+                      "expected": m.group(0), "n": int(m.group(2)), "points": pending["points"]})
         last_task, pending = task, None
     title = _src(nb["cells"][0]).splitlines()[0].lstrip("# ").strip()
     return {"title": title, "cells": cells}
+
+
+def _check_rubric(cell: dict | None, task: str, points: int, name: str) -> None:
+    """Every written answer of a reference notebook is followed by its rubric: a Markdown cell tagged ``rubric`` that
+    opens with ``**Rubric (<task>, <points> points).**`` and says what earns full, partial and no credit."""
+    head = f"**Rubric ({task}, {points} points).**"
+    if cell is None or "rubric" not in _tags(cell) or not _src(cell).startswith(head):
+        raise ValueError(f"{name}: the written answer {task} needs a rubric after it: a Markdown cell tagged 'rubric' "
+                         f"starting {head!r}")
+    missing = [w for w in ("Full", "Partial", "None") if f"**{w} (" not in _src(cell)]
+    if missing:
+        raise ValueError(f"{name}: the rubric of {task} has no '**{missing[0]} (points):**' item")
 
 
 def student_notebook(nb: dict, name: str | None = None) -> dict:
@@ -155,6 +187,7 @@ def student_notebook(nb: dict, name: str | None = None) -> dict:
     nb = copy.deepcopy(nb)
     if name:
         nb.setdefault("metadata", {})["minirl_exercise"] = name
+    nb["cells"] = [c for c in nb["cells"] if "rubric" not in _tags(c)]  # for the instructor only
     last_task = None
     for cell in nb["cells"]:
         tags = _tags(cell)
@@ -200,7 +233,10 @@ def book_page(notebooks: list[Path], hide_solutions: bool = False) -> str:
         for cell in cells[1:]:
             src = _src(cell)
             tags = _tags(cell)
-            if cell["cell_type"] == "markdown" and "written" not in tags:
+            if "rubric" in tags:
+                if not hide_solutions:  # under the model answer, in its dropdown
+                    parts[-1] = parts[-1].removesuffix("````\n") + f"\n{src.strip()}\n````\n"
+            elif cell["cell_type"] == "markdown" and "written" not in tags:
                 explanation = src
             elif cell["cell_type"] == "markdown":
                 label = f"ex-{path.stem.replace('_', '-')}-{last.replace('_', '-')}-answer"
@@ -243,6 +279,55 @@ def _setup_cell_problem(nb: dict, name: str) -> str | None:
     return None
 
 
+def _words(markdown: str) -> int:
+    """Words of Markdown prose, without fenced code blocks."""
+    return len(re.sub(r"^(`{3,}|~{3,}).*?^\1", " ", markdown, flags=re.S | re.M).split())
+
+
+def _notebook_words(path: Path) -> int:
+    nb = json.loads(path.read_text())
+    return sum(_words(_src(c)) for c in nb["cells"] if c["cell_type"] == "markdown")
+
+
+def course_table(references: dict[Path, dict]) -> str:
+    """``book/generated/course_table.md``: per exercise, its chapter's reading, its tasks and points, and the time a
+    student is estimated to need (a formula, stated under the table; not measured with students)."""
+    rows = ["| week's reading, then exercise | reading (words, est. time) | tasks: function / agent / experiment / "
+            "written | points (auto + written) | est. time for the exercise |", "| --- | ---: | ---: | ---: | ---: |"]
+    total = {"read": 0, "work": 0, "auto": 0, "written": 0}
+    for path, nb in references.items():
+        chapter, notebooks = CHAPTERS.get(path.stem, (None, []))
+        if chapter is None:
+            raise ValueError(f"{path.stem}: no chapter in release.CHAPTERS (name the prose page and notebooks it follows)")
+        words = _words((REPO / "book" / f"{chapter}.md").read_text()) + sum(
+            _notebook_words(REPO / "notebooks" / f"{n}.ipynb") for n in notebooks)
+        spec = notebook_spec(nb, path.stem)
+        graded = [c for c in spec["cells"] if c["kind"] in ("check", "written")]
+        count = {lv: sum(c["level"] == lv for c in graded) for lv in MINUTES}
+        auto = sum(c["points"] for c in graded if c["level"] != "written")
+        written = sum(c["points"] for c in graded if c["level"] == "written")
+        read = words / READING_WPM
+        work = _notebook_words(path) / READING_WPM + sum(MINUTES[lv] * k for lv, k in count.items())
+        total = {"read": total["read"] + read, "work": total["work"] + work, "auto": total["auto"] + auto,
+                 "written": total["written"] + written}
+        pages = ", ".join([f"`book/{chapter}.md`"] + [f"`notebooks/{n}.ipynb`" for n in notebooks])
+        rows.append(f"| {pages}, then `{path.name}` | {words:,} words, {_hours(read)} | "
+                    f"{' / '.join(str(count[lv]) for lv in MINUTES)} | {auto} + {written} | {_hours(work)} |")
+    rows.append(f"| **all** | {_hours(total['read'])} | | {total['auto']} + {total['written']} | "
+                f"{_hours(total['work'])} |")
+    note = (f"Estimated, not measured with students: reading at {READING_WPM} words per minute (the prose page and its "
+            "notebook's Markdown, code blocks left out); an exercise's time is the reading of its task statements at "
+            "the same rate plus " + ", ".join(f"{m} min per {lv} task" for lv, m in MINUTES.items()) +
+            " (assumptions; the checks themselves take seconds). Points: "
+            + ", ".join(f"{p} per {lv} task" for lv, p in POINTS.items()) + ".")
+    return "\n".join(rows) + "\n\n" + note + "\n"
+
+
+def _hours(minutes: float) -> str:
+    minutes = 5 * round(minutes / 5)
+    return f"{minutes // 60} h {minutes % 60:02d} min" if minutes >= 60 else f"{minutes} min"
+
+
 def make_student(check: bool = False, hide_solutions: bool = False) -> list[str]:
     """Write (or with ``check``, compare) the student copies, the checks file and the book page; returns the stale
     files. ``hide_solutions`` writes the book page without any solution (a class's build)."""
@@ -258,6 +343,7 @@ def make_student(check: bool = False, hide_solutions: bool = False) -> list[str]
     targets[CHECKS_FILE] = dump({"version": 1, "notebooks": {p.stem: notebook_spec(nb, p.stem)
                                                              for p, nb in references.items()}})
     targets[BOOK_PAGE] = book_page(solutions, hide_solutions)
+    targets[COURSE_TABLE] = course_table(references)
     stale = []
     for path, text in targets.items():
         if not path.exists() or path.read_text() != text:
@@ -297,7 +383,7 @@ def solution_lines() -> list[str]:
                 public += stub + "\n"
                 lines |= {ln.strip() for ln in _src(cell).splitlines()
                           if len(ln.strip()) > 24 and not ln.strip().startswith("#")}
-            elif "written" in _tags(cell):
+            elif "written" in _tags(cell) or "rubric" in _tags(cell):
                 lines |= {ln.strip() for ln in _src(cell).splitlines()[1:] if len(ln.strip()) > 24}
             else:
                 public += _src(cell) + "\n"  # the task's own words (a line quoted there is not a leak)

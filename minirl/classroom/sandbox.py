@@ -28,8 +28,11 @@ from pathlib import Path
 OUTPUT_LIMIT = 4000         # characters of a cell's output kept for messages
 FILE_SIZE_LIMIT = 64 << 20  # bytes: a submission cannot fill the disk
 # the reference sweeps of the experiment tasks, by notebook: (cache key, function of agent_checks)
-WARM = {"02_bcq": ("threshold", "threshold_sweep_reference"), "03_cql": ("alpha", "alpha_sweep_reference"),
-        "04_iql": ("expectile", "expectile_sweep_reference")}
+WARM = {"02_bcq": ("threshold", "agent_checks", "threshold_sweep_reference"),
+        "03_cql": ("alpha", "agent_checks", "alpha_sweep_reference"),
+        "04_iql": ("expectile", "agent_checks", "expectile_sweep_reference"),
+        "04b_stitching": ("stitching", "stitching_checks", "stitching_sweep_reference"),
+        "05_comparison": ("record-verdicts", "comparison_checks", "record_verdicts_reference")}
 
 
 def warm(notebooks: set[str]) -> None:
@@ -37,11 +40,13 @@ def warm(notebooks: set[str]) -> None:
     inherits them (each would otherwise recompute them, about a second of CPU per notebook)."""
     import torch
 
+    import importlib
+
     from . import agent_checks
     torch.set_num_threads(1)
     for name in sorted(notebooks & set(WARM)):
-        key, function = WARM[name]
-        agent_checks._cached(key, getattr(agent_checks, function))
+        key, module, function = WARM[name]
+        agent_checks._cached(key, getattr(importlib.import_module(f"{__package__}.{module}"), function))
 
 
 def preload() -> None:
@@ -54,8 +59,8 @@ def preload() -> None:
     import torch  # noqa: F401
     from IPython.core.interactiveshell import InteractiveShell  # noqa: F401
 
-    from .. import bcq, cql, iql, nets, stitching, tabular  # noqa: F401
-    from . import agent_checks, checks  # noqa: F401
+    from .. import bcq, cql, iql, nets, plots, stitching, tabular  # noqa: F401
+    from . import agent_checks, checks, comparison_checks, stitching_checks  # noqa: F401
 
 
 def _under(path: str, roots: list[str]) -> bool:
@@ -164,8 +169,8 @@ def run_child(steps: list[dict], work: str, result_path: str, forbidden: list[st
     from IPython.core.interactiveshell import InteractiveShell
     from traitlets.config import Config
 
-    from .. import bcq, classroom, cql, iql, nets, tabular  # classroom: the package notebooks import checkers from
-    from . import agent_checks, checks
+    from .. import bcq, classroom, cql, iql, nets, plots, stitching, tabular  # classroom: where notebooks import from
+    from . import agent_checks, checks, comparison_checks, stitching_checks
 
     torch.set_num_threads(1)
 
@@ -178,9 +183,10 @@ def run_child(steps: list[dict], work: str, result_path: str, forbidden: list[st
     config.InteractiveShell.colors = "NoColor"
     config.InteractiveShell.xmode = "Plain"
     shell = Shell(config=config)
-    modules = [bcq, cql, classroom, checks, agent_checks, iql, nets, tabular]
+    modules = [bcq, cql, classroom, checks, agent_checks, stitching_checks, comparison_checks, iql, nets, plots,
+               stitching, tabular]
     snapshot = {m: dict(vars(m)) for m in modules}
-    checkers = {k: v for m in (checks, agent_checks) for k, v in vars(m).items()
+    checkers = {k: v for m in (checks, agent_checks, stitching_checks, comparison_checks) for k, v in vars(m).items()
                 if k.startswith("check_") and callable(v)}
     verdicts = checks._VERDICTS
 

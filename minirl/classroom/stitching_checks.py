@@ -77,7 +77,7 @@ def check_one_step_policy(fn) -> None:
     ``pi_beta`` in ``mdp_hat``, ``pi`` greedy on it among the data's actions (ties to the lowest; a state without data
     keeps ``pi_beta``'s row), as :func:`minirl.stitching.one_step_policy`."""
     from .. import stitching as st
-    c = Checks("one_step_policy")
+    c = Checks("one_step_policy", reference=st.one_step_policy)
     for k, (description, mdp_hat, support, pi_hat) in enumerate(_problems()):
         want_pi, want_q = st.one_step_policy(mdp_hat, pi_hat, support)
         call = lambda j, m=mdp_hat, s=support, p=pi_hat: _pick(fn(m, p.copy(), s.copy()), j, 2)  # noqa: E731
@@ -91,7 +91,7 @@ def check_bcql_values(fn) -> None:
     """Task: ``bcql_values(mdp_hat, support)`` returns the batch-constrained optimum ``Q*_D`` (``-inf`` outside the
     data; a state without data actions is worth 0), as :func:`minirl.tabular.constrained_value_iteration`."""
     from .. import tabular as tab
-    c = Checks("bcql_values")
+    c = Checks("bcql_values", reference=tab.constrained_value_iteration)
     cases = [(d, m, s) for d, m, s, _ in _problems()]
     mdp_hat, support, _ = _random_offline_problem(5, 3, 2, n=40, gamma=0.0)
     cases.append(("random MDP S=5 A=3 seed=2, gamma=0 (Q*_D = r_hat on the data), 40 transitions", mdp_hat, support))
@@ -121,14 +121,15 @@ def check_stitching_sweep(fn):
     (:func:`stitching_sweep_reference`). Returns the student's pair (``None`` if the function fails), to plot."""
     want = _cached("stitching", stitching_sweep_reference)
     return _check_sweep("stitching_sweep", fn, STITCH_TAUS, want, ("IQL's estimate V_tau(S)",
-                        "the value of its greedy policy at S"), [f"tau {t:g}" for t in STITCH_TAUS], atol=1e-6)
+                        "the value of its greedy policy at S"), [f"tau {t:g}" for t in STITCH_TAUS], atol=1e-6,
+                        reference=stitching_sweep_reference)
 
 
 def check_stitching_threshold(fn) -> None:
     """Task: ``fn(grid, data)`` returns the expectile ``tau_c`` above which tabular IQL's greedy policy stitches (to
     within 1e-3), on the chapter's data and on two others; compared with the chapter's closed form."""
     from .. import stitching as st
-    c = Checks("stitching_threshold")
+    c = Checks("stitching_threshold", reference=(st.closed_forms, st.threshold))
     for n_a, n_b, n_c, r in STITCH_CASES:
         grid = st.gridworld(decoy_reward=r, gamma=0.9)
         data = st.make_dataset(grid, n_a, n_b, n_c, seed=0)

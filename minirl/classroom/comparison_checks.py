@@ -1,0 +1,163 @@
+"""The comparison chapter's tasks (chapter 5, ``book/comparison.md``): a percentile bootstrap interval over seeds, the
+interquartile mean, its stratified bootstrap over datasets, the difference of two methods with its interval and
+verdict, and those verdicts read off the results of record.
+
+Each statistic is checked against :mod:`minirl.plots`, the code behind every interval in the book. A bootstrap is
+random, so the task fixes how the resamples are drawn (a ``numpy.random.default_rng(seed)`` generator and the order of
+its calls, as the notebook states); an answer that draws them that way matches the reference to float precision.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .agent_checks import _cached, _check_sweep
+from .checks import Checks, _pick
+
+RECORD = "results/record"  # the results of record (book/comparison.md): seven algorithms on four Hopper tiers
+VERDICT_CODE = {"below": -1.0, "overlap": 0.0, "above": 1.0}
+COMPARISONS = (("iql", "bc", "hopper-medium-replay"), ("iql", "10%bc", "hopper-medium-replay"),
+               ("cql", "10%bc", "hopper-medium-replay"), ("iql", "10%bc", "hopper-medium-expert"),
+               ("cql", "10%bc", "hopper-medium-expert"), ("bcq", "bc", "hopper-medium-expert"))
+
+
+def _samples():
+    """``(description, values)``: the seeds of a few runs of record, small and odd sizes, one value, ties."""
+    rng = np.random.default_rng(5)
+    return [("5 seeds [27.2, 30.9, 31.2, 27.5, 29.4] (IQL on hopper-medium-replay)",
+             np.array([27.2, 30.9, 31.2, 27.5, 29.4])),
+            ("3 seeds [118.7, 39.3, 117.6] (one seed fell)", np.array([118.7, 39.3, 117.6])),
+            ("one value [42.0]: the interval is that value", np.array([42.0])),
+            ("two equal values [5.0, 5.0]", np.array([5.0, 5.0])),
+            ("10 random values", rng.normal(50.0, 20.0, 10)),
+            ("8 random values", rng.normal(0.0, 1.0, 8))]
+
+
+def check_bootstrap_ci(fn) -> None:
+    """Task: ``bootstrap_ci(values, confidence=0.95, n_boot=10_000, seed=0)``: the percentile bootstrap interval of
+    the mean, resampled as :func:`minirl.plots.bootstrap_ci` does."""
+    from .. import plots
+    c = Checks("bootstrap_ci", reference=plots.bootstrap_ci)
+    for description, values in _samples():
+        c.compare(f"{description}, 95%", lambda v=values: np.asarray(fn(v.copy()), dtype=float),
+                  np.array(plots.bootstrap_ci(values)))
+    values = _samples()[0][1]
+    c.compare("5 seeds, 90%, 2,000 resamples, seed 3", lambda: np.asarray(fn(values.copy(), 0.9, 2000, 3), dtype=float),
+              np.array(plots.bootstrap_ci(values, 0.9, 2000, 3)))
+    c.report()
+
+
+def check_iqm(fn) -> None:
+    """Task: ``iqm(values)``: the interquartile mean, the average of the empirical quantile function over
+    ``[1/4, 3/4]`` (a value straddling a quartile counts in part), as :func:`minirl.plots.iqm`."""
+    from .. import plots
+    c = Checks("iqm", reference=(plots.iqm, plots.iqm_weights))
+    by_hand = [("[1, 2, 3, 4] (by hand: the mean of 2 and 3, 2.5)", [1.0, 2.0, 3.0, 4.0]),
+               ("[7.0] (one value: itself)", [7.0]),
+               ("[3, 1, 2] (unsorted; weights 1/6, 2/3, 1/6 on the sorted values: 2)", [3.0, 1.0, 2.0]),
+               ("[0, 0, 10, 10, 100] (weights 0, 0.3, 0.4, 0.3, 0: 7)", [0.0, 0.0, 10.0, 10.0, 100.0])]
+    for description, values in by_hand + [(d, list(v)) for d, v in _samples()]:
+        c.compare(description, lambda v=values: float(fn(np.array(v))), plots.iqm(np.array(values)))
+    c.report()
+
+
+def _groups():
+    runs = _record_runs()
+    from .. import plots
+    groups = {ds: plots.final_scores(runs, "iql", ds) for ds in
+              ("hopper-medium", "hopper-medium-replay", "hopper-medium-expert", "hopper-expert")}
+    return [("IQL's seeds of record on the four Hopper tiers (3, 5, 5, 3 seeds)", groups),
+            ("two groups [1, 2, 3] and [10, 20]", {"a": np.array([1.0, 2.0, 3.0]), "b": np.array([10.0, 20.0])}),
+            ("one group of 6 values", {"a": np.array([3.0, 9.0, 4.0, 1.0, 7.0, 2.0])})]
+
+
+def check_stratified_iqm_ci(fn) -> None:
+    """Task: ``stratified_iqm_ci(groups, confidence=0.95, n_boot=10_000, seed=0)``: the bootstrap interval of the IQM
+    of all the groups' values, resampling within each group, as :func:`minirl.plots.stratified_bootstrap_ci`."""
+    from .. import plots
+    c = Checks("stratified_iqm_ci", reference=plots.stratified_bootstrap_ci)
+    for description, groups in _groups():
+        copy = lambda g=groups: {k: v.copy() for k, v in g.items()}  # noqa: E731
+        c.compare(description, lambda copy=copy: np.asarray(fn(copy()), dtype=float),
+                  np.array(plots.stratified_bootstrap_ci(groups)))
+    description, groups = _groups()[0]
+    c.compare(f"{description}, 90%, 3,000 resamples, seed 7",
+              lambda: np.asarray(fn({k: v.copy() for k, v in groups.items()}, 0.9, 3000, 7), dtype=float),
+              np.array(plots.stratified_bootstrap_ci(groups, 0.9, 3000, 7)))
+    c.report()
+
+
+def compare_reference(a, b, confidence: float = 0.95, n_boot: int = 10_000, seed: int = 0) -> tuple:
+    """``(mean(a) - mean(b), lo, hi, verdict)`` with :func:`minirl.plots.difference_ci` and
+    :func:`minirl.plots.verdict`."""
+    from .. import plots
+    d, lo, hi = plots.difference_ci(a, b, confidence, n_boot, seed)
+    return d, lo, hi, plots.verdict(lo, hi)
+
+
+def _as_four(result):
+    d, lo, hi, verdict = _pick(result, 0, 4), _pick(result, 1, 4), _pick(result, 2, 4), _pick(result, 3, 4)
+    if verdict not in VERDICT_CODE:
+        raise ValueError(f"the verdict is {verdict!r}; expected one of {sorted(VERDICT_CODE)}")
+    return np.array([float(d), float(lo), float(hi), VERDICT_CODE[verdict]])
+
+
+def check_compare(fn) -> None:
+    """Task: ``compare(a, b, confidence=0.95, n_boot=10_000, seed=0)`` returns ``(difference, lo, hi, verdict)``:
+    the difference of the means, its percentile bootstrap interval resampling each group on its own (``a`` first),
+    and ``"above"``, ``"below"`` or ``"overlap"`` (the verdict is coded 1, -1, 0 in the comparisons)."""
+    from .. import plots
+    c = Checks("compare", reference=(compare_reference, plots.difference_ci, plots.verdict))
+    cases = [("a = [3, 4, 5], b = [0, 1, 2]: clearly above", ([3.0, 4.0, 5.0], [0.0, 1.0, 2.0])),
+             ("a = [0, 1, 2], b = [3, 4, 5]: clearly below", ([0.0, 1.0, 2.0], [3.0, 4.0, 5.0])),
+             ("a = [1, 5, 9], b = [4, 5, 6]: overlap", ([1.0, 5.0, 9.0], [4.0, 5.0, 6.0])),
+             ("IQL vs 10%BC seeds on hopper-medium-replay", ([27.2, 30.9, 31.2, 27.5, 29.4],
+                                                            [39.7, 44.2, 30.2, 27.7, 29.7])),
+             ("groups of different sizes (5 and 3)", ([1.0, 2.0, 2.5, 3.0, 9.0], [0.5, 1.5, 1.0]))]
+    for description, (a, b) in cases:
+        c.compare(description, lambda a=a, b=b: _as_four(fn(np.array(a), np.array(b))),
+                  _as_four(compare_reference(np.array(a), np.array(b))))
+    a, b = cases[3][1]
+    c.compare("IQL vs 10%BC, 80%, 5,000 resamples, seed 11",
+              lambda: _as_four(fn(np.array(a), np.array(b), 0.8, 5000, 11)),
+              _as_four(compare_reference(np.array(a), np.array(b), 0.8, 5000, 11)))
+    c.report()
+
+
+def _record_runs():
+    from .. import plots
+    return _cached("record-runs", lambda: plots.load_results(RECORD))
+
+
+def record_verdicts_reference(comparisons=COMPARISONS) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The chapter's reading of the results of record: per ``(method, baseline, dataset)``, the difference of the
+    final scores' means, its 95% interval and the verdict (coded 1 above, -1 below, 0 overlap)."""
+    from .. import plots
+    runs = _record_runs()
+    out = [compare_reference(plots.final_scores(runs, m, ds), plots.final_scores(runs, b, ds))
+           for m, b, ds in comparisons]
+    return tuple(np.array([o[k] for o in out]) for k in range(3)) + (np.array([VERDICT_CODE[o[3]] for o in out]),)
+
+
+def _coded(result):
+    """The student's ``(differences, lows, highs, verdicts)`` with the verdict words coded as numbers."""
+    parts = [_pick(result, k, 4) for k in range(4)]
+    words = list(parts[3])
+    bad = [w for w in words if w not in VERDICT_CODE]
+    if bad:
+        raise ValueError(f"a verdict is {bad[0]!r}; expected one of {sorted(VERDICT_CODE)}")
+    return parts[0], parts[1], parts[2], [VERDICT_CODE[w] for w in words]
+
+
+def check_record_verdicts(fn):
+    """Task: ``fn(runs, comparisons)`` returns ``(differences, lows, highs, verdicts)``, one entry per ``(method,
+    baseline, dataset)`` of :data:`COMPARISONS`, on the results of record (:func:`record_verdicts_reference`).
+    Returns the student's four lists (``None`` if it fails), to print."""
+    from .. import plots
+    want = _cached("record-verdicts", record_verdicts_reference)
+    runs = _record_runs()
+    got = _check_sweep("record_verdicts", lambda comparisons: _coded(fn(runs, comparisons)), COMPARISONS, want,
+                       ("the difference of the means", "the interval's lower end", "the interval's upper end",
+                        "the verdict (1 above, -1 below, 0 overlap)"),
+                       [f"{m} - {b} on {ds}" for m, b, ds in COMPARISONS], atol=1e-6,
+                       reference=(record_verdicts_reference, plots.baseline_table, plots.difference_ci))
+    return got
