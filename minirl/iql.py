@@ -24,7 +24,10 @@ What this file adds or changes:
 * states are normalised by the dataset's mean and std (as in CORL's algorithms/offline/iql.py; the official code
   does not normalise MuJoCo states) -- set ``normalize_states=False`` for the official behaviour;
 * ``n_critics`` replicas (2 in the paper, min over all of them) and a ``target_update_period`` (1 in the paper);
-* ``actor="deterministic"``: AWR-weighted squared error ``w * ||pi(s) - a||^2`` (CORL's ``iql_deterministic``).
+* ``actor="deterministic"``: AWR-weighted squared error ``w * ||pi(s) - a||^2`` (CORL's ``iql_deterministic``);
+* ``layer_norm=True``: LayerNorm in V and the critics, as OGBench's IQL (Park et al. 2024) has on its mazes.
+The paper's settings for AntMaze differ from the MuJoCo ones above: expectile 0.9, beta 10, and rewards shifted to
+-1 per step and 0 at the goal with no return-range scaling (OGBench's single-task mazes already pay those rewards).
 The reward scale 1000 / (max - min episode return) is computed over all the episodes of
 ``OfflineDataset.episode_bounds``, an unfinished last trajectory included: that is what the official code does
 (CORL drops the unfinished trajectory). The comment in ``OfflineDataset.return_range_scaler`` that the official
@@ -62,6 +65,7 @@ class IQLConfig:
     max_steps: int = 1_000_000          # length of the cosine schedule (runs.run sets it to the run's steps)
     normalize_states: bool = True       # train on (s - mean) / std of the dataset
     reward_scale: Literal["return_range"] | None = "return_range"  # r * 1000 / (max R - min R); None: raw rewards
+    layer_norm: bool = False            # LayerNorm after each hidden layer of V and the critics (OGBench; not the paper)
 
     def __post_init__(self):
         check_fields(self, hidden=LAYERS, actor_lr=POSITIVE, critic_lr=POSITIVE, value_lr=POSITIVE,
@@ -136,9 +140,9 @@ class IQL:
         self.device = torch.device(device)
         actor_cls = GaussianActor if cfg.actor == "gaussian" else DeterministicActor
         self.actor = actor_cls(obs_dim, act_dim, cfg.hidden, action_low, action_high).to(self.device)
-        self.critic = CriticEnsemble(obs_dim, act_dim, cfg.hidden, cfg.n_critics).to(self.device)
+        self.critic = CriticEnsemble(obs_dim, act_dim, cfg.hidden, cfg.n_critics, cfg.layer_norm).to(self.device)
         self.critic_target = copy.deepcopy(self.critic).requires_grad_(False)
-        self.value = mlp(obs_dim, 1, cfg.hidden).to(self.device)
+        self.value = mlp(obs_dim, 1, cfg.hidden, layer_norm=cfg.layer_norm).to(self.device)
         self.actor_opt = adam(self.actor.parameters(), cfg.actor_lr)
         self.critic_opt = adam(self.critic.parameters(), cfg.critic_lr)
         self.value_opt = adam(self.value.parameters(), cfg.value_lr)

@@ -21,6 +21,7 @@ import numpy as np
 import torch
 from torch import nn
 from torch.distributions import Normal
+from torch.nn import functional as F
 
 LOG_STD_MIN, LOG_STD_MAX = -20.0, 2.0
 
@@ -197,18 +198,35 @@ class VectorizedLinear(nn.Module):
         return torch.baddbmm(self.bias, x, self.weight)
 
 
+class VectorizedLayerNorm(nn.Module):
+    """LayerNorm over the last dimension of ``(n, B, d)`` with a gain and a bias of its own for each of the ``n``
+    members (``nn.LayerNorm`` would share one between them)."""
+
+    def __init__(self, dim: int, n: int, eps: float = 1e-5):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(n, 1, dim))
+        self.bias = nn.Parameter(torch.zeros(n, 1, dim))
+        self.eps = eps
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.layer_norm(x, x.shape[-1:], eps=self.eps) * self.weight + self.bias
+
+
 class CriticEnsemble(nn.Module):
     """``n_critics`` Q-functions ``Q_i(s, a)`` evaluated together; ``forward`` returns ``(n_critics, B)``.
 
     ``obs``/``action`` may be ``(B, d)`` (shared by all replicas) or ``(n_critics, B, d)`` (one batch each).
+    ``layer_norm``: a :class:`VectorizedLayerNorm` after each hidden layer, before its ReLU (OGBench's critics).
     """
 
-    def __init__(self, obs_dim: int, act_dim: int, hidden: Sequence[int] = (256, 256), n_critics: int = 2):
+    def __init__(self, obs_dim: int, act_dim: int, hidden: Sequence[int] = (256, 256), n_critics: int = 2,
+                 layer_norm: bool = False):
         super().__init__()
         dims = [obs_dim + act_dim, *hidden]
         layers: list[nn.Module] = []
         for a, b in zip(dims[:-1], dims[1:]):
-            layers += [VectorizedLinear(a, b, n_critics), nn.ReLU()]
+            layers += [VectorizedLinear(a, b, n_critics)] + ([VectorizedLayerNorm(b, n_critics)] if layer_norm else [])
+            layers.append(nn.ReLU())
         layers.append(VectorizedLinear(dims[-1], 1, n_critics, float32=True))
         self.net = nn.Sequential(*layers)
         self.n_critics = n_critics

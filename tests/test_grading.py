@@ -271,7 +271,7 @@ def test_outputs_one_row_per_student_and_task(graded, tmp_path):
     written = [r for r in rows if r["student"] == "ana" and r["level"] == "written"]
     assert written and all(r["status"] == "manual" and len(r["answer"]) > 100 for r in written)
     table = grader.table(results)
-    assert "| ben | 01_offline_rl | 2/4 | policy_transition failed" in table
+    assert "| ben | 01_offline_rl | 2/4 | 4/8 | policy_transition failed" in table
     assert "| noa | 01_offline_rl | 0/4 |" in table and "invalid JSON" in table
 
 

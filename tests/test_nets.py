@@ -6,7 +6,7 @@ import torch
 from torch import nn
 
 from minirl.nets import (VAE, CriticEnsemble, DeterministicActor, GaussianActor, TanhGaussianActor,
-                         VectorizedLinear, mlp, soft_update)
+                         VectorizedLayerNorm, VectorizedLinear, mlp, soft_update)
 
 
 def test_mlp_shapes_and_layers():
@@ -33,6 +33,32 @@ def test_critic_ensemble_replicas_differ_and_broadcast():
     assert not torch.allclose(out[0], out[1])
     # per-replica inputs give the same answer as the broadcast
     assert torch.allclose(q(obs.expand(4, -1, -1), act.expand(4, -1, -1)), out)
+
+
+def test_vectorized_layer_norm_equals_one_layer_norm_per_member():
+    torch.manual_seed(0)
+    norm = VectorizedLayerNorm(6, n=3)
+    with torch.no_grad():
+        norm.weight.normal_()
+        norm.bias.normal_()
+    x = torch.randn(3, 5, 6) * 4 + 2
+    y = norm(x)
+    for i in range(3):
+        member = nn.LayerNorm(6)
+        with torch.no_grad():
+            member.weight.copy_(norm.weight[i, 0])
+            member.bias.copy_(norm.bias[i, 0])
+        assert torch.allclose(y[i], member(x[i]), atol=1e-5)
+
+
+def test_critic_ensemble_layer_norm_sits_before_each_relu_with_its_own_gains():
+    q = CriticEnsemble(3, 2, (8, 8), n_critics=2, layer_norm=True)
+    kinds = [type(m).__name__ for m in q.net]
+    assert kinds == ["VectorizedLinear", "VectorizedLayerNorm", "ReLU", "VectorizedLinear", "VectorizedLayerNorm",
+                     "ReLU", "VectorizedLinear"]
+    out = q(torch.randn(6, 3), torch.randn(6, 2))
+    out[0].sum().backward()
+    assert q.net[1].weight.grad[1].abs().sum() == 0 and q.net[1].weight.grad[0].abs().sum() > 0
 
 
 def test_critic_ensemble_replica_gradients_are_independent():

@@ -1,0 +1,173 @@
+"""Why IQL does not stitch pointmaze-medium-stitch at the `cpu` scale: its V over the maze's cells, setting by setting.
+
+    python experiments/maze_values.py run SETTING [--task 1] [--seed 0] [--steps 50000]   # train (resumable)
+    python experiments/maze_values.py report                                               # values.json + figure
+
+Issue 41 asks to settle the `cpu`-scale setting of IQL on the stitch mazes with evidence (values along the path, not a
+search for a lucky seed). Each SETTING trains IQL with `minirl.runs.run` (the code path of every run of the book) on
+one single-task dataset, one thread, evaluated every 10,000 steps on 20 episodes, and keeps the final agent; `report`
+reads every trained agent and measures, over the maze's open cells, how well V orders them by their breadth-first
+distance to the goal (Spearman's rho between V and minus the distance: 1 is a perfect ordering), V along the
+shortest path from the start to the goal against the value of walking it at the oracle's speed, the cells where
+greedy rollouts end, and the success rate. Settings:
+
+    lane      IQL as the stitching lanes run it: the paper's MuJoCo settings (expectile 0.7, beta 3, rewards scaled by
+              1000 / return range, here x5), 2 x 256
+    paper     the IQL paper's AntMaze settings: expectile 0.9, beta 10, the maze's own rewards (-1 per step, 0 at the
+              goal), 2 x 256
+    paper-ln  the same with LayerNorm in V and the critics (OGBench's IQL has it)
+    paper-ln-3x512  the same with OGBench's 3 x 512 networks
+
+Runs go to results/stitching-diagnostics/<setting>/<dataset>/s<seed> (agent.pt is not committed: re-make it with the
+same command, the runs are deterministic on one machine). Serves book/stitching.md and results/README.md.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from minirl import maze  # noqa: E402
+
+ROOT = REPO / "results" / "stitching-diagnostics"
+PAPER = {"expectile": 0.9, "beta": 10.0, "reward_scale": None}
+SETTINGS = {
+    "lane": {},
+    "paper": PAPER,
+    "paper-ln": {**PAPER, "layer_norm": True},
+    "paper-ln-3x512": {**PAPER, "layer_norm": True, "hidden": (512, 512, 512)},
+}
+
+
+def run_dir(setting: str, dataset: str, seed: int) -> Path:
+    return ROOT / setting / dataset / f"s{seed}"
+
+
+def train(setting: str, task: int, seed: int, steps: int) -> None:
+    from minirl import runs
+    dataset = f"pointmaze-medium-stitch-singletask-task{task}"
+    out = run_dir(setting, dataset, seed)
+    resume = (out / "checkpoint.pt").exists()
+    if (out / "agent.pt").exists():
+        print(f"{out}: done")
+        return
+    runs.run("iql", dataset, scale="cpu", steps=steps, seed=seed, out=out, overrides=dict(SETTINGS[setting]),
+             eval_every=10_000, eval_episodes=20, checkpoint_every=5_000, resume=resume, overwrite=not resume,
+             precision="auto", threads=1)
+
+
+def spearman(a, b) -> float:
+    ra, rb = np.argsort(np.argsort(a)), np.argsort(np.argsort(b))
+    return float(np.corrcoef(ra, rb)[0, 1])
+
+
+def analyse(path: Path) -> dict:
+    """V over the open cells of one trained agent, and where its greedy rollouts end."""
+    import torch
+
+    from minirl import runs
+    from minirl.evaluation import run_episodes
+    loaded = runs.load_agent(path)
+    m = maze.parse(loaded.settings["dataset"], kind_required=False)
+    lay = maze.layout(m.maze)
+    start, goal = lay.tasks[m.task - 1]
+    cells = lay.open_cells
+    xy = lay.center(np.array(cells)).astype(np.float32)
+    obs = xy if loaded.state_normalizer is None else loaded.state_normalizer.transform(xy)
+    with torch.no_grad():
+        v = loaded.agent.V(torch.as_tensor(obs, dtype=torch.float32)).numpy().astype(float)
+    scale = 5.0 if loaded.settings["config"].get("reward_scale") == "return_range" else 1.0
+    v = v / scale  # in the maze's own reward units (-1 per step)
+    dist = np.array([lay.distance[goal[0], goal[1], i, j] for i, j in cells])
+    path, c = [tuple(start)], tuple(start)
+    while c != tuple(goal):
+        c = tuple(int(x) for x in lay.next_cell[goal[0], goal[1], c[0], c[1]])
+        path.append(c)
+    index = {cell: k for k, cell in enumerate(cells)}
+    gamma = loaded.settings["config"]["gamma"]
+    _, oracle_return = maze.reference_returns(loaded.settings["dataset"])
+    steps_per_cell = -oracle_return / (len(path) - 1)
+    reference = [-(1 - gamma ** (steps_per_cell * lay.distance[goal[0], goal[1], i, j])) / (1 - gamma) for i, j in path]
+    ep = run_episodes(loaded, loaded.env_id, 5, seed=0, keep_states=True)
+    ends = [tuple(int(x) for x in lay.cell(s[-1, :2])) for s in ep["states"]]
+    eval_rows = [line.split(",") for line in (path / "eval.csv").read_text().splitlines()]
+    header, rows = eval_rows[0], eval_rows[1:]
+    success = {int(r[header.index("step")]): float(r[header.index("success_rate")]) for r in rows}
+    return {"setting": path.parts[-3], "dataset": loaded.settings["dataset"], "seed": loaded.settings["seed"],
+            "steps": loaded.step, "config": loaded.settings["config"], "hardware": loaded.settings.get("hardware"),
+            "cells": cells, "v": v.tolist(), "distance": dist.tolist(), "rho": spearman(v, -dist),
+            "path": path, "v_path": [v[index[p]] for p in path], "v_reference": reference,
+            "path_increasing": float(np.mean(np.diff([v[index[p]] for p in path]) > 0)),
+            "rollout_ends": ends, "success": success, "start": tuple(start), "goal": tuple(goal)}
+
+
+def report() -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    found = sorted(p.parent for p in ROOT.glob("*/*/s*/agent.pt"))
+    if not found:
+        raise SystemExit(f"no trained agent under {ROOT}: run `python experiments/maze_values.py run SETTING` first")
+    results = [analyse(p) for p in found]
+    (ROOT / "values.json").write_text(json.dumps(results, indent=1, default=str) + "\n")
+    lay = maze.layout("medium")
+    fig, axes = plt.subplots(2, len(results), figsize=(3.2 * len(results), 6.4), squeeze=False)
+    for k, r in enumerate(results):
+        ax = axes[0, k]
+        grid = np.full(lay.walls.shape, np.nan)
+        for (i, j), value in zip(r["cells"], r["v"]):
+            grid[i, j] = value
+        im = ax.imshow(grid, cmap="viridis")
+        ax.imshow(np.where(lay.walls == 1, 1.0, np.nan), cmap="Greys", vmin=0, vmax=1.5)
+        p = np.array(r["path"])
+        ax.plot(p[:, 1], p[:, 0], "w-", lw=1.5)
+        ax.plot(*r["start"][::-1], "ws", ms=7)
+        ax.plot(*r["goal"][::-1], "w*", ms=12)
+        for e in r["rollout_ends"]:
+            ax.plot(e[1], e[0], "rx", ms=8, mew=2)
+        last = max(r["success"])
+        ax.set_title(f"{r['setting']}, {r['steps']:,} steps\nrho {r['rho']:.2f}, success {r['success'][last]:.0%}",
+                     fontsize=8)
+        ax.set_xticks([])
+        ax.set_yticks([])
+        fig.colorbar(im, ax=ax, fraction=0.046, label="V(cell centre), reward units")
+        ax = axes[1, k]
+        ax.plot(r["v_path"], "o-", label="V along the path")
+        ax.plot(r["v_reference"], "k--", label="walking it at the oracle's speed")
+        ax.set_xlabel("cells from the start along the shortest path")
+        ax.set_ylabel("value")
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(ROOT / "values.png", dpi=110)
+    for r in results:
+        last = max(r["success"])
+        print(f"{r['setting']:>15} {r['dataset']} s{r['seed']}: rho {r['rho']:+.2f}, V increasing along the path at "
+              f"{r['path_increasing']:.0%} of steps, success {r['success'][last]:.0%} at {last:,} "
+              f"(curve {[f'{s:.0%}' for s in r['success'].values()]}), rollouts end at {r['rollout_ends']}")
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = p.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("run")
+    r.add_argument("setting", choices=sorted(SETTINGS))
+    r.add_argument("--task", type=int, default=1, choices=range(1, 6))
+    r.add_argument("--seed", type=int, default=0)
+    r.add_argument("--steps", type=int, default=50_000)
+    sub.add_parser("report")
+    a = p.parse_args(argv)
+    if a.cmd == "run":
+        train(a.setting, a.task, a.seed, a.steps)
+    else:
+        report()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
