@@ -85,15 +85,15 @@ def analyse(path: Path) -> dict:
     scale = 5.0 if loaded.settings["config"].get("reward_scale") == "return_range" else 1.0
     v = v / scale  # in the maze's own reward units (-1 per step)
     dist = np.array([lay.distance[goal[0], goal[1], i, j] for i, j in cells])
-    path, c = [tuple(start)], tuple(start)
+    route, c = [tuple(start)], tuple(start)
     while c != tuple(goal):
         c = tuple(int(x) for x in lay.next_cell[goal[0], goal[1], c[0], c[1]])
-        path.append(c)
+        route.append(c)
     index = {cell: k for k, cell in enumerate(cells)}
     gamma = loaded.settings["config"]["gamma"]
     _, oracle_return = maze.reference_returns(loaded.settings["dataset"])
-    steps_per_cell = -oracle_return / (len(path) - 1)
-    reference = [-(1 - gamma ** (steps_per_cell * lay.distance[goal[0], goal[1], i, j])) / (1 - gamma) for i, j in path]
+    steps_per_cell = -oracle_return / (len(route) - 1)
+    reference = [-(1 - gamma ** (steps_per_cell * lay.distance[goal[0], goal[1], i, j])) / (1 - gamma) for i, j in route]
     ep = run_episodes(loaded, loaded.env_id, 5, seed=0, keep_states=True)
     ends = [tuple(int(x) for x in lay.cell(s[-1, :2])) for s in ep["states"]]
     eval_rows = [line.split(",") for line in (path / "eval.csv").read_text().splitlines()]
@@ -102,8 +102,8 @@ def analyse(path: Path) -> dict:
     return {"setting": path.parts[-3], "dataset": loaded.settings["dataset"], "seed": loaded.settings["seed"],
             "steps": loaded.step, "config": loaded.settings["config"], "hardware": loaded.settings.get("hardware"),
             "cells": cells, "v": v.tolist(), "distance": dist.tolist(), "rho": spearman(v, -dist),
-            "path": path, "v_path": [v[index[p]] for p in path], "v_reference": reference,
-            "path_increasing": float(np.mean(np.diff([v[index[p]] for p in path]) > 0)),
+            "path": route, "v_path": [v[index[p]] for p in route], "v_reference": reference,
+            "path_increasing": float(np.mean(np.diff([v[index[p]] for p in route]) > 0)),
             "rollout_ends": ends, "success": success, "start": tuple(start), "goal": tuple(goal)}
 
 

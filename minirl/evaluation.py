@@ -40,7 +40,9 @@ def _is_ogbench(env_id: str) -> bool:
     return is_maze_name(env_id)
 
 
-def _make_env(env_id: str):
+def make_task_env(env_id: str):
+    """The environment a run named ``env_id`` is evaluated in: OGBench's single-task maze for a maze, else
+    :func:`minirl.behavior.make_env`."""
     if _is_ogbench(env_id):
         from .maze import task_env
         return task_env(env_id)
@@ -68,7 +70,7 @@ def run_episodes(agent, env_id: str, episodes: int, seed: int, state_normalizer:
     reported it; with ``keep_states``, also ``states``: each episode's observations before normalisation (float32),
     ``(T_i, obs_dim)``. In OGBench's environments the actions are clipped to the action space, as OGBench's
     evaluation clips them."""
-    envs = [_make_env(env_id) for _ in range(episodes)]
+    envs = [make_task_env(env_id) for _ in range(episodes)]
     obs = np.stack([_reset(env, env_id, seed + i) for i, env in enumerate(envs)]).astype(np.float32)
     clip = (envs[0].action_space.low, envs[0].action_space.high) if _is_ogbench(env_id) else None
     returns, discounted = np.zeros(episodes), np.zeros(episodes)

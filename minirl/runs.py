@@ -20,11 +20,10 @@ import numpy as np
 import torch
 
 from . import nets
-from .behavior import make_env
 from .config import UserError, at_least, check_writable, did_you_mean, field_types, parse_field
 from .data import OfflineDataset, StateNormalizer, atomic_write
 from .devices import COMPILE_MODES, check_device, compile_agent, requested_precision, resolve_precision
-from .evaluation import evaluate
+from .evaluation import evaluate, make_task_env
 from .train import load_agent_state, prepare_dataset, read_checkpoint, train
 # --------------------------------------------------------------------------------------------------------------
 # Scales
@@ -449,7 +448,7 @@ def load_agent(run_dir: str | os.PathLike, device: str = "cpu") -> LoadedAgent:
         raise UserError(f"{run_dir / 'config.json'} is damaged ({type(e).__name__}: {e}); it cannot say which agent "
                         f"to build") from None
     task, _ = parse_name(dataset)
-    env = make_env(task.env_id)
+    env = make_task_env(task.env_id)  # a maze's is OGBench's single-task environment
     obs_dim, act_dim = env.observation_space.shape[0], env.action_space.shape[0]
     low, high = env.action_space.low, env.action_space.high
     env.close()

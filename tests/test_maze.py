@@ -240,3 +240,16 @@ def test_oracle_reference_return_is_the_recorded_one():
     assert set(maze.ORACLE_RETURNS) == {(m, k) for m in maze.MAZES for k in maze.TASK_IDS}
     task = datasets.get_task("pointmaze-medium-stitch-singletask-task3")
     assert datasets.normalized_score(task, [-1000.0, task.ref_expert]).tolist() == [0.0, 100.0]
+
+
+def test_a_maze_run_is_loaded_back_with_its_environment(tmp_path):
+    """load_agent rebuilds a maze run's agent (its sizes from OGBench's single-task environment, which the plain
+    gymnasium registry does not have), here IQL with the paper's AntMaze settings and LayerNorm."""
+    from minirl import runs
+    out = tmp_path / "run"
+    runs.run("iql", MEDIUM, scale="smoke", steps=20, out=out, evaluate=False, progress=False,
+             overrides={"expectile": 0.9, "beta": 10.0, "reward_scale": None, "layer_norm": True})
+    loaded = runs.load_agent(out)
+    assert loaded.env_id == "pointmaze-medium-singletask-task1-v0" and loaded.step == 20
+    assert loaded.config.layer_norm and loaded.config.reward_scale is None
+    assert loaded.act(np.zeros((3, 2), np.float32)).shape == (3, 2)
