@@ -11,10 +11,10 @@ distance to the goal (Spearman's rho between V and minus the distance: 1 is a pe
 shortest path from the start to the goal against the value of walking it at the oracle's speed, the cells where
 greedy rollouts end, and the success rate. Settings:
 
-    lane      IQL as the stitching lanes run it: the paper's MuJoCo settings (expectile 0.7, beta 3, rewards scaled by
-              1000 / return range, here x5), 2 x 256
-    paper     the IQL paper's AntMaze settings: expectile 0.9, beta 10, the maze's own rewards (-1 per step, 0 at the
-              goal), 2 x 256
+    lane      IQL as the stitching lanes first ran it on the mazes: the paper's MuJoCo settings (expectile 0.7, beta 3,
+              rewards scaled by 1000 / return range, here x5), 2 x 256
+    paper     the IQL paper's AntMaze settings, which minirl.runs now applies to every maze run (runs.DOMAIN_CONFIG):
+              expectile 0.9, beta 10, the maze's own rewards (-1 per step, 0 at the goal), 2 x 256
     paper-ln  the same with LayerNorm in V and the critics (OGBench's IQL has it)
     paper-ln-3x512  the same with OGBench's 3 x 512 networks
 
@@ -38,7 +38,7 @@ from minirl import maze  # noqa: E402
 ROOT = REPO / "results" / "stitching-diagnostics"
 PAPER = {"expectile": 0.9, "beta": 10.0, "reward_scale": None}
 SETTINGS = {
-    "lane": {},
+    "lane": {"expectile": 0.7, "beta": 3.0, "reward_scale": "return_range"},  # IQLConfig's defaults, the MuJoCo ones
     "paper": PAPER,
     "paper-ln": {**PAPER, "layer_norm": True},
     "paper-ln-3x512": {**PAPER, "layer_norm": True, "hidden": (512, 512, 512)},

@@ -10,7 +10,10 @@
 #     bash experiments/stitching.sh list   # print both lanes' commands
 #
 # Every run: the `cpu` scale (50,000 gradient steps for every algorithm, equal budgets; CQL with 2 x 256 layers and
-# N = 4, BCQ with a 256-256 VAE, as in the results of record), `--precision auto`, one thread. The mazes are evaluated
+# N = 4, BCQ with a 256-256 VAE, as in the results of record), `--precision auto`, one thread. IQL on the mazes takes
+# the IQL paper's AntMaze settings (expectile 0.9, beta 10, the maze's -1/0 rewards not rescaled: runs.DOMAIN_CONFIG;
+# the expectile sweep below varies the expectile only); its first three runs on task 1 used the MuJoCo settings and
+# are kept in results/stitching-diagnostics/suite-mujoco-settings (experiments/maze_values.py). The mazes are evaluated
 # OGBench's way: success over 50 episodes of the single task (--eval-episodes 50), every 5,000 steps. The order puts
 # the cheap baselines and IQL first on all five tasks with three seeds, then the navigate control, then IQL's
 # expectile sweep (0.5 = one step, 0.9) and CQL and BCQ, then seeds 3 and 4.

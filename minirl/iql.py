@@ -27,7 +27,8 @@ What this file adds or changes:
 * ``actor="deterministic"``: AWR-weighted squared error ``w * ||pi(s) - a||^2`` (CORL's ``iql_deterministic``);
 * ``layer_norm=True``: LayerNorm in V and the critics, as OGBench's IQL (Park et al. 2024) has on its mazes.
 The paper's settings for AntMaze differ from the MuJoCo ones above: expectile 0.9, beta 10, and rewards shifted to
--1 per step and 0 at the goal with no return-range scaling (OGBench's single-task mazes already pay those rewards).
+-1 per step and 0 at the goal with no return-range scaling (OGBench's single-task mazes already pay those rewards);
+``minirl.runs`` applies them to every maze run (``runs.DOMAIN_CONFIG``).
 The reward scale 1000 / (max - min episode return) is computed over all the episodes of
 ``OfflineDataset.episode_bounds``, an unfinished last trajectory included: that is what the official code does
 (CORL drops the unfinished trajectory). The comment in ``OfflineDataset.return_range_scaler`` that the official

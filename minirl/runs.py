@@ -100,6 +100,20 @@ ALGORITHMS = {
 }
 
 
+# The papers' settings for a kind of task, under the scale's sizes and the user's --set: the IQL paper tunes its
+# goal-reaching mazes (AntMaze, -1 per step until the goal) apart from MuJoCo: expectile 0.9, beta 10 and the rewards
+# as they are, not rescaled by the return range (Kostrikov et al. 2022, appendix B; OGBench's single-task mazes pay
+# -1 per step and 0 at the goal already). Written into every run's config.json like any other setting.
+DOMAIN_CONFIG = {("iql", "maze"): {"expectile": 0.9, "beta": 10.0, "reward_scale": None}}
+
+
+def domain_config(algo: str, dataset: str) -> dict:
+    """The config fields the papers set for ``algo`` on ``dataset``'s kind of task (:data:`DOMAIN_CONFIG`); ``{}`` where
+    the algorithm's defaults are the paper's."""
+    from .maze import is_maze_name
+    return dict(DOMAIN_CONFIG.get((algo, "maze" if is_maze_name(dataset) else None), {}))
+
+
 def check_algo(algo: str) -> str:
     if algo not in ALGORITHMS:
         raise UserError(f"unknown algorithm {algo!r}{did_you_mean(algo, ALGORITHMS)}; expected one of "
@@ -242,7 +256,8 @@ def plan_run(algo: str, dataset: str, *, scale: str | None = None, steps: int | 
     if compile not in (False, True, *COMPILE_MODES):
         raise UserError(f"--compile mode must be one of {', '.join(COMPILE_MODES)}, got {compile!r}"
                         f"{did_you_mean(compile, COMPILE_MODES)}")
-    overrides = {**sc.config_for(algo), **(overrides or {})}  # the scale's sizes, then the user's settings
+    # the paper's settings for this kind of task, the scale's sizes, then the user's settings
+    overrides = {**domain_config(algo, dataset), **sc.config_for(algo), **(overrides or {})}
     if "max_steps" in _config_fields(algo):  # schedules (e.g. IQL's cosine actor lr) must know the run's length
         overrides.setdefault("max_steps", steps)
     size = datasets.full_size(dataset)
@@ -375,6 +390,9 @@ def run(algo: str, dataset: str, *, scale: str | None = None, steps: int | None 
     print(f"minirl train: algo={plan.algo} dataset={plan.dataset} ({len(raw)} transitions) scale={plan.scale.name} "
           f"steps={plan.steps} seed={plan.seed} device={device} precision={plan.precision} "
           f"threads={settings['threads']} out={plan.out}")
+    domain = {k: v for k, v in domain_config(plan.algo, plan.dataset).items() if k not in (overrides or {})}
+    if domain:
+        print(f"  the paper's settings for {plan.algo} on a maze: " + ", ".join(f"{k}={v}" for k, v in domain.items()))
     scale_config = {k: v for k, v in plan.scale.config_for(plan.algo).items() if k not in (overrides or {})}
     if scale_config:
         print(f"  {plan.scale.name} scale sizes for {plan.algo}: "

@@ -253,3 +253,14 @@ def test_a_maze_run_is_loaded_back_with_its_environment(tmp_path):
     assert loaded.env_id == "pointmaze-medium-singletask-task1-v0" and loaded.step == 20
     assert loaded.config.layer_norm and loaded.config.reward_scale is None
     assert loaded.act(np.zeros((3, 2), np.float32)).shape == (3, 2)
+
+
+def test_iql_takes_the_papers_maze_settings_on_a_maze_and_the_user_has_the_last_word():
+    from minirl import runs
+    maze_cfg = runs.plan_run("iql", MEDIUM, scale="smoke").config
+    assert (maze_cfg.expectile, maze_cfg.beta, maze_cfg.reward_scale) == (0.9, 10.0, None)
+    mine = runs.plan_run("iql", MEDIUM, scale="smoke", overrides={"expectile": 0.5}).config
+    assert (mine.expectile, mine.beta) == (0.5, 10.0)
+    hopper = runs.plan_run("iql", "hopper-medium-replay", scale="smoke").config
+    assert (hopper.expectile, hopper.beta, hopper.reward_scale) == (0.7, 3.0, "return_range")
+    assert runs.domain_config("bc", MEDIUM) == {}
