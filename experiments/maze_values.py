@@ -45,6 +45,10 @@ SETTINGS = {
 }
 
 
+TITLES = {"lane": "MuJoCo settings", "paper": "the paper's maze settings", "paper-ln": "maze settings + LayerNorm",
+          "paper-ln-3x512": "maze settings + LayerNorm, 3 x 512"}
+
+
 def run_dir(setting: str, dataset: str, seed: int) -> Path:
     return ROOT / setting / dataset / f"s{seed}"
 
@@ -132,16 +136,16 @@ def report() -> None:
         for e in r["rollout_ends"]:
             ax.plot(e[1], e[0], "rx", ms=8, mew=2)
         last = max(r["success"])
-        ax.set_title(f"{r['setting']}, {r['steps']:,} steps\nrho {r['rho']:.2f}, success {r['success'][last]:.0%}",
+        ax.set_title(f"{TITLES[r['setting']]}, {r['steps']:,} steps\nrho {r['rho']:.2f}, success {r['success'][last]:.0%}",
                      fontsize=8)
         ax.set_xticks([])
         ax.set_yticks([])
-        fig.colorbar(im, ax=ax, fraction=0.046, label="V(cell centre), reward units")
+        fig.colorbar(im, ax=ax, fraction=0.046, label="V at the cell's centre")
         ax = axes[1, k]
         ax.plot(r["v_path"], "o-", label="V along the path")
-        ax.plot(r["v_reference"], "k--", label="walking it at the oracle's speed")
-        ax.set_xlabel("cells from the start along the shortest path")
-        ax.set_ylabel("value")
+        ax.plot(r["v_reference"], "k--", label="the oracle's speed")
+        ax.set_xlabel("cells from the start (shortest path)")
+        ax.set_ylabel("value (reward units: -1 per step)")
         ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(ROOT / "values.png", dpi=110)
