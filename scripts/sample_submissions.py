@@ -7,6 +7,7 @@ Writes notebooks/exercises/sample_submissions/<student>/<exercise>.ipynb for
   ben   - every task filled in, two of them wrong in a plausible way (tests/test_exercises.py's wrong answers), and a
           written answer of his own,
   chloe - the untouched student copy,
+  dan   - every task right, except two IQL tasks handed to minirl's own code (graded `uses reference`),
 then grades them with `python -m minirl.classroom grade notebooks/exercises/sample_submissions` (the grader of
 minirl/classroom/grader.py) and stores, in book/generated/ (which book/instructors.md includes):
   grading_example.txt   the command and its Markdown table,
@@ -33,6 +34,14 @@ from minirl.classroom import release  # noqa: E402
 
 OUT = release.EXERCISES / "sample_submissions"
 GENERATED = REPO / "book" / "generated"
+# Dan hands in every notebook right, except two IQL tasks that he hands to minirl's own code (graded `uses reference`)
+DAN_DELEGATES = {
+    "04_iql": {
+        "awr_weights": "import minirl.iql\n\nawr_weights = minirl.iql.awr_weights  # minirl's own function\n",
+        "iql_update": "def iql_update(agent, batch):\n    \"\"\"One IQL update.\"\"\"\n    return agent.update(batch)  # "
+                      "minirl's own update\n",
+    },
+}
 BEN_WRITTEN = ("The curve goes up and then down, so a middle value is best. I think the ends are worse because "
                "they are extreme settings.")
 
@@ -51,6 +60,17 @@ def filled(solution: dict, student: dict, wrong: list[tuple[str, str]], written:
             if written is not None:
                 src = src.splitlines()[0] + "\n\n" + written + "\n"
             cell["source"] = src.splitlines(keepends=True)
+    return nb
+
+
+def delegated(nb: dict, answers: dict[str, str]) -> dict:
+    """``nb`` with the answer cell of each task in ``answers`` replaced by that code."""
+    nb = json.loads(json.dumps(nb))
+    for cell in nb["cells"]:
+        src = "".join(cell["source"])
+        task = next((t for t in answers if f"def {t}(" in src), None)
+        if "student" in cell["metadata"].get("tags", []) and task:
+            cell["source"] = answers[task].splitlines(keepends=True)
     return nb
 
 
@@ -84,9 +104,11 @@ def main() -> None:
         solution = json.loads(solution_path.read_text())
         student = json.loads((release.EXERCISES / solution_path.name).read_text())
         wrong = [(old, new) for nb, _, old, new in WRONG if nb == solution_path.stem][:2]
-        for name, nb in (("ana", filled(solution, student, [])),
+        right = filled(solution, student, [])
+        for name, nb in (("ana", right),
                          ("ben", filled(solution, student, wrong, BEN_WRITTEN)),
-                         ("chloe", student)):
+                         ("chloe", student),
+                         ("dan", delegated(right, DAN_DELEGATES.get(solution_path.stem, {})))):
             (OUT / name).mkdir(parents=True, exist_ok=True)
             (OUT / name / solution_path.name).write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n")
     folder = "notebooks/exercises/sample_submissions"
