@@ -31,8 +31,7 @@ The paper's settings for AntMaze differ from the MuJoCo ones above: expectile 0.
 ``minirl.runs`` applies them to every maze run (``runs.DOMAIN_CONFIG``).
 The reward scale 1000 / (max - min episode return) is computed over all the episodes of
 ``OfflineDataset.episode_bounds``, an unfinished last trajectory included: that is what the official code does
-(CORL drops the unfinished trajectory). The comment in ``OfflineDataset.return_range_scaler`` that the official
-code skips it is mistaken; the behaviour is the official one.
+(CORL drops the unfinished trajectory), as ``OfflineDataset.return_range_scaler`` says.
 """
 from __future__ import annotations
 

@@ -301,6 +301,7 @@ def course_table(references: dict[Path, dict]) -> str:
             raise ValueError(f"{path.stem}: no chapter in release.CHAPTERS (name the prose page and notebooks it follows)")
         words = _words((REPO / "book" / f"{chapter}.md").read_text()) + sum(
             _notebook_words(REPO / "notebooks" / f"{n}.ipynb") for n in notebooks)
+        words = max(500, 500 * round(words / 500))  # to the nearest 500: an edit of a chapter rarely changes the table
         spec = notebook_spec(nb, path.stem)
         graded = [c for c in spec["cells"] if c["kind"] in ("check", "written")]
         count = {lv: sum(c["level"] == lv for c in graded) for lv in MINUTES}
@@ -311,12 +312,12 @@ def course_table(references: dict[Path, dict]) -> str:
         total = {"read": total["read"] + read, "work": total["work"] + work, "auto": total["auto"] + auto,
                  "written": total["written"] + written}
         pages = ", ".join([f"`book/{chapter}.md`"] + [f"`notebooks/{n}.ipynb`" for n in notebooks])
-        rows.append(f"| {pages}, then `{path.name}` | {words:,} words, {_hours(read)} | "
+        rows.append(f"| {pages}, then `{path.name}` | about {words:,} words, {_hours(read)} | "
                     f"{' / '.join(str(count[lv]) for lv in MINUTES)} | {auto} + {written} | {_hours(work)} |")
     rows.append(f"| **all** | {_hours(total['read'])} | | {total['auto']} + {total['written']} | "
                 f"{_hours(total['work'])} |")
     note = (f"Estimated, not measured with students: reading at {READING_WPM} words per minute (the prose page and its "
-            "notebook's Markdown, code blocks left out); an exercise's time is the reading of its task statements at "
+            "notebook's Markdown, code blocks left out, counted to the nearest 500 words); an exercise's time is the reading of its task statements at "
             "the same rate plus " + ", ".join(f"{m} min per {lv} task" for lv, m in MINUTES.items()) +
             " (assumptions; the checks themselves take seconds). Points: "
             + ", ".join(f"{p} per {lv} task" for lv, p in POINTS.items()) + ".")
