@@ -118,8 +118,9 @@ def test_generated_files_are_up_to_date():
 def test_minirl_classroom_offers_every_checker():
     """The notebooks import the checkers from the package (``from minirl.classroom import check_...``), loaded on first
     use (so that the nbval plugin's import does not load torch)."""
-    from minirl.classroom import agent_checks, stitching_checks
-    defined = {name: m for m in (checks, agent_checks, stitching_checks) for name in vars(m) if name.startswith("check_")}
+    import importlib
+    modules = [importlib.import_module(f"minirl.classroom.{m}") for m in classroom.CHECKER_MODULES]
+    defined = {name: m for m in modules for name in vars(m) if name.startswith("check_")}
     assert defined and set(defined) <= set(dir(classroom)), sorted(set(defined) - set(dir(classroom)))
     assert all(getattr(classroom, name) is getattr(m, name) for name, m in defined.items())
 

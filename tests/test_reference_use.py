@@ -17,12 +17,13 @@ from pathlib import Path
 
 import pytest
 
-from minirl.classroom import agent_checks, checks, stitching_checks
+from minirl.classroom import CHECKER_MODULES, agent_checks, checks
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from test_grading import filled, rows_of, write  # noqa: E402
 
-CHECKERS = {name[len("check_"):]: getattr(module, name) for module in (checks, agent_checks, stitching_checks)
+MODULES = [importlib.import_module(f"minirl.classroom.{m}") for m in CHECKER_MODULES]
+CHECKERS = {name[len("check_"):]: getattr(module, name) for module in MODULES
             for name in dir(module) if name.startswith("check_") and callable(getattr(module, name))}
 
 
@@ -88,9 +89,46 @@ def _bisect(f):
     return stitching_threshold
 
 
+WORDS = {1.0: "above", -1.0: "below", 0.0: "overlap"}
+
+
+def _record(runs, comparisons, compare):
+    """``record_verdicts``'s answer with ``compare(a, b) -> (difference, lo, hi, verdict)``."""
+    from minirl import plots
+    out = [compare(plots.final_scores(runs, m, ds), plots.final_scores(runs, b, ds)) for m, b, ds in comparisons]
+    return tuple([o[k] for o in out] for k in range(4))
+
+
+def _with_verdict(difference_ci):
+    from minirl import plots
+    return lambda a, b, *rest: (lambda d, lo, hi: (d, lo, hi, plots.verdict(lo, hi)))(*difference_ci(a, b, *rest))
+
+
+def _verdict_of_difference(verdict):
+    from minirl import plots
+    return lambda a, b, *rest: (lambda d, lo, hi: (d, lo, hi, verdict(lo, hi)))(*plots.difference_ci(a, b, *rest))
+
+
+def _table_then_record(baseline_table):
+    from minirl.classroom.comparison_checks import compare_reference
+
+    def record_verdicts(runs, comparisons):
+        baseline_table(runs, ["iql"], ["bc"], ["hopper-medium-replay"])  # read off the library's table
+        return _record(runs, comparisons, compare_reference)
+    return record_verdicts
+
+
 # what a student who delegates writes around a reference whose signature is not the task's (the task's result, got
-# from the reference): by the reference's name
+# from the reference): by (task, the reference's name), else by the reference's name
 ADAPT = {
+    "iqm_weights": lambda f: lambda values: float(f(len(values)) @ __import__("numpy").sort(values)),
+    ("compare", "difference_ci"): _with_verdict,
+    "verdict": _verdict_of_difference,
+    "record_verdicts_reference": lambda f: lambda runs, comparisons: (lambda d, lo, hi, v: (
+        d, lo, hi, [WORDS[float(x)] for x in v]))(*f(comparisons)),
+    "baseline_table": _table_then_record,
+    ("record_verdicts", "difference_ci"): lambda f: lambda runs, comparisons: _record(runs, comparisons,
+                                                                                      _with_verdict(f)),
     "evaluate_policy_exact": _evaluate,
     "evaluate_policy_iterative": _evaluate,
     "empirical_mdp": _empirical,
@@ -102,10 +140,11 @@ ADAPT = {
 }
 
 
-def routes(ref) -> dict:
-    """Answers that obtain their result from ``ref`` (a function, or an agent's method), each by its own route."""
+def routes(ref, task: str) -> dict:
+    """Answers to ``task`` that obtain their result from ``ref`` (a function, or an agent's method), each by its own
+    route."""
     function = getattr(ref, "__func__", ref)
-    adapt = ADAPT.get(function.__name__, lambda f: f)
+    adapt = ADAPT.get((task, function.__name__), ADAPT.get(function.__name__, lambda f: f))
 
     def lookup(*args, **kwargs):  # found by name when called, as getattr(minirl.iql, "awr_" + "weights")
         return _resolve(function)(*args, **kwargs)
@@ -166,7 +205,7 @@ def test_every_task_declares_its_reference(references):
 def test_every_route_to_the_reference_is_caught(task, references, capsys):
     caught = {}
     for ref in references[task]:
-        candidates = dict(routes(ref))
+        candidates = dict(routes(ref, task))
         if task.endswith("_update"):
             candidates.update(AGENT_ROUTES)
         for route, fn in candidates.items():
@@ -185,7 +224,7 @@ def test_without_the_watch_the_delegating_answer_would_pass(task, references, ca
     original = checks.Checks.__init__
     monkeypatch.setattr(checks.Checks, "__init__", lambda self, task, *, reference: original(self, task, reference=None))
     for ref in references[task]:
-        verdict, out = _verdict_of(CHECKERS[task], routes(ref)["alias"], capsys)
+        verdict, out = _verdict_of(CHECKERS[task], routes(ref, task)["alias"], capsys)
         if getattr(ref, "__name__", "") != "closed_forms":
             assert verdict["passed"] == verdict["n"] > 0, out
 

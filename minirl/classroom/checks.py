@@ -68,7 +68,8 @@ def _signature(code) -> tuple:
 
 
 _JUMPS = frozenset(dis.hasjrel) | frozenset(dis.hasjabs)
-_SAME_OP = {"LOAD_METHOD": "LOAD_ATTR"}  # 3.11 compiles ``np.f()`` either way, by whether ``np`` is imported in the file
+# Python 3.11 compiles ``np.f()`` with either op, by whether ``np`` is imported in the same file
+_SAME_OP = {"LOAD_METHOD": "LOAD_ATTR"}
 
 
 def _fingerprint(code) -> tuple:
@@ -106,8 +107,6 @@ class ReferenceWatch:
     What it cannot see: a reference retyped or pasted with edits (other names, another docstring), a reference
     compiled out of Python (``torch.jit.script``), and another function that computes the same thing under another
     name. Those are for reading the answer, as any copying is."""
-
-    _UNSEEN = object()
 
     def __init__(self, references):
         self.names: dict[int, tuple] = {}        # id(code) -> (code, name): the references' own code objects
@@ -202,12 +201,8 @@ class Checks:
         else:
             print(f"check FAILED: {description}\n    {problem}")
 
-    @property
-    def used_reference(self) -> list[str]:
-        return list(self.watch.used) if self.watch is not None else []
-
     def report(self) -> None:
-        used = self.used_reference
+        used = list(self.watch.used) if self.watch is not None else []
         _VERDICTS.append({"task": self.task, "passed": self.passed, "n": self.n,
                           "not_implemented": self.not_implemented, "uses_reference": used})
         if self.not_implemented is not None:

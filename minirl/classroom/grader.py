@@ -569,8 +569,8 @@ def table(results: list[TaskResult]) -> str:
         tasks = ", ".join(f"{r.task} {r.short}" for r in rows if r.task != "(notebook)")
         notes = sorted({r.message for r in rows
                         if r.status in ("time limit", "process died", "blocked", "invalid notebook", "not submitted",
-                                        "missing", "error", "uses reference") or r.task == "(notebook)" or "flagged" in r.message
-                        or "ignored" in r.message})
+                                        "missing", "error", "uses reference")
+                        or r.task == "(notebook)" or "flagged" in r.message or "ignored" in r.message})
         passed = f"{sum(r.passed for r in auto)}/{len(auto)}" if auto else "-"
         written = sum(r.points_possible for r in rows if r.level == "written")
         points = (f"{sum(r.points or 0 for r in auto)}/{sum(r.points_possible for r in auto)}" if auto else "-") + (

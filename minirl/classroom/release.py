@@ -289,36 +289,37 @@ def _notebook_words(path: Path) -> int:
     return sum(_words(_src(c)) for c in nb["cells"] if c["cell_type"] == "markdown")
 
 
-def course_table(references: dict[Path, dict]) -> str:
-    """``book/generated/course_table.md``: per exercise, its chapter's reading, its tasks and points, and the time a
-    student is estimated to need (a formula, stated under the table; not measured with students)."""
+def course_table(specs: dict[Path, dict]) -> str:
+    """``book/generated/course_table.md`` from the reference notebooks' checks-file entries (:func:`notebook_spec`, by
+    notebook path): per exercise, its chapter's reading, its tasks and points, and the time a student is estimated
+    to need (a formula, stated under the table; not measured with students)."""
     rows = ["| week's reading, then exercise | reading (words, est. time) | tasks: function / agent / experiment / "
             "written | points (auto + written) | est. time for the exercise |", "| --- | ---: | ---: | ---: | ---: |"]
-    total = {"read": 0, "work": 0, "auto": 0, "written": 0}
-    for path, nb in references.items():
-        chapter, notebooks = CHAPTERS.get(path.stem, (None, []))
-        if chapter is None:
-            raise ValueError(f"{path.stem}: no chapter in release.CHAPTERS (name the prose page and notebooks it follows)")
+    totals = []  # (reading minutes, exercise minutes, auto points, written points) per exercise
+    for path, spec in specs.items():
+        if path.stem not in CHAPTERS:
+            raise ValueError(f"{path.stem}: no chapter in release.CHAPTERS (name the prose page and notebooks it "
+                             "follows)")
+        chapter, notebooks = CHAPTERS[path.stem]
         words = _words((REPO / "book" / f"{chapter}.md").read_text()) + sum(
             _notebook_words(REPO / "notebooks" / f"{n}.ipynb") for n in notebooks)
         words = max(500, 500 * round(words / 500))  # to the nearest 500: an edit of a chapter rarely changes the table
-        spec = notebook_spec(nb, path.stem)
         graded = [c for c in spec["cells"] if c["kind"] in ("check", "written")]
         count = {lv: sum(c["level"] == lv for c in graded) for lv in MINUTES}
         auto = sum(c["points"] for c in graded if c["level"] != "written")
         written = sum(c["points"] for c in graded if c["level"] == "written")
         read = words / READING_WPM
         work = _notebook_words(path) / READING_WPM + sum(MINUTES[lv] * k for lv, k in count.items())
-        total = {"read": total["read"] + read, "work": total["work"] + work, "auto": total["auto"] + auto,
-                 "written": total["written"] + written}
+        totals.append((read, work, auto, written))
         pages = ", ".join([f"`book/{chapter}.md`"] + [f"`notebooks/{n}.ipynb`" for n in notebooks])
         rows.append(f"| {pages}, then `{path.name}` | about {words:,} words, {_hours(read)} | "
                     f"{' / '.join(str(count[lv]) for lv in MINUTES)} | {auto} + {written} | {_hours(work)} |")
-    rows.append(f"| **all** | {_hours(total['read'])} | | {total['auto']} + {total['written']} | "
-                f"{_hours(total['work'])} |")
+    read, work, auto, written = (sum(column) for column in zip(*totals))
+    rows.append(f"| **all** | {_hours(read)} | | {auto} + {written} | {_hours(work)} |")
     note = (f"Estimated, not measured with students: reading at {READING_WPM} words per minute (the prose page and its "
-            "notebook's Markdown, code blocks left out, counted to the nearest 500 words); an exercise's time is the reading of its task statements at "
-            "the same rate plus " + ", ".join(f"{m} min per {lv} task" for lv, m in MINUTES.items()) +
+            "notebook's Markdown, code blocks left out, counted to the nearest 500 words); an exercise's time is the "
+            "reading of its task statements at the same rate plus "
+            + ", ".join(f"{m} min per {lv} task" for lv, m in MINUTES.items()) +
             " (assumptions; the checks themselves take seconds). Points: "
             + ", ".join(f"{p} per {lv} task" for lv, p in POINTS.items()) + ".")
     return "\n".join(rows) + "\n\n" + note + "\n"
@@ -341,10 +342,10 @@ def make_student(check: bool = False, hide_solutions: bool = False) -> list[str]
         raise ValueError("; ".join(problems))
     dump = lambda x: json.dumps(x, indent=1, ensure_ascii=False) + "\n"  # noqa: E731
     targets = {EXERCISES / p.name: dump(student_notebook(nb, p.stem)) for p, nb in references.items()}
-    targets[CHECKS_FILE] = dump({"version": 1, "notebooks": {p.stem: notebook_spec(nb, p.stem)
-                                                             for p, nb in references.items()}})
+    specs = {p: notebook_spec(nb, p.stem) for p, nb in references.items()}
+    targets[CHECKS_FILE] = dump({"version": 1, "notebooks": {p.stem: spec for p, spec in specs.items()}})
     targets[BOOK_PAGE] = book_page(solutions, hide_solutions)
-    targets[COURSE_TABLE] = course_table(references)
+    targets[COURSE_TABLE] = course_table(specs)
     stale = []
     for path, text in targets.items():
         if not path.exists() or path.read_text() != text:

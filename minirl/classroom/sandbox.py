@@ -27,7 +27,7 @@ from pathlib import Path
 
 OUTPUT_LIMIT = 4000         # characters of a cell's output kept for messages
 FILE_SIZE_LIMIT = 64 << 20  # bytes: a submission cannot fill the disk
-# the reference sweeps of the experiment tasks, by notebook: (cache key, function of agent_checks)
+# the reference sweeps of the experiment tasks, by notebook: (cache key, classroom module, function)
 WARM = {"02_bcq": ("threshold", "agent_checks", "threshold_sweep_reference"),
         "03_cql": ("alpha", "agent_checks", "alpha_sweep_reference"),
         "04_iql": ("expectile", "agent_checks", "expectile_sweep_reference"),
@@ -38,9 +38,9 @@ WARM = {"02_bcq": ("threshold", "agent_checks", "threshold_sweep_reference"),
 def warm(notebooks: set[str]) -> None:
     """Compute the reference sweeps of the notebooks to grade once, in the grader, before forking: every child
     inherits them (each would otherwise recompute them, about a second of CPU per notebook)."""
-    import torch
-
     import importlib
+
+    import torch
 
     from . import agent_checks
     torch.set_num_threads(1)
@@ -60,7 +60,15 @@ def preload() -> None:
     from IPython.core.interactiveshell import InteractiveShell  # noqa: F401
 
     from .. import bcq, cql, iql, nets, plots, stitching, tabular  # noqa: F401
-    from . import agent_checks, checks, comparison_checks, stitching_checks  # noqa: F401
+    _checker_modules()
+
+
+def _checker_modules() -> list:
+    """The classroom's checker modules (:data:`minirl.classroom.CHECKER_MODULES`), imported."""
+    import importlib
+
+    from . import CHECKER_MODULES
+    return [importlib.import_module(f"{__package__}.{m}") for m in CHECKER_MODULES]
 
 
 def _under(path: str, roots: list[str]) -> bool:
@@ -170,7 +178,7 @@ def run_child(steps: list[dict], work: str, result_path: str, forbidden: list[st
     from traitlets.config import Config
 
     from .. import bcq, classroom, cql, iql, nets, plots, stitching, tabular  # classroom: where notebooks import from
-    from . import agent_checks, checks, comparison_checks, stitching_checks
+    from . import checks
 
     torch.set_num_threads(1)
 
@@ -183,11 +191,10 @@ def run_child(steps: list[dict], work: str, result_path: str, forbidden: list[st
     config.InteractiveShell.colors = "NoColor"
     config.InteractiveShell.xmode = "Plain"
     shell = Shell(config=config)
-    modules = [bcq, cql, classroom, checks, agent_checks, stitching_checks, comparison_checks, iql, nets, plots,
-               stitching, tabular]
+    checker_modules = _checker_modules()
+    modules = [bcq, cql, classroom, *checker_modules, iql, nets, plots, stitching, tabular]
     snapshot = {m: dict(vars(m)) for m in modules}
-    checkers = {k: v for m in (checks, agent_checks, stitching_checks, comparison_checks) for k, v in vars(m).items()
-                if k.startswith("check_") and callable(v)}
+    checkers = {k: v for m in checker_modules for k, v in vars(m).items() if k.startswith("check_") and callable(v)}
     verdicts = checks._VERDICTS
 
     def restore() -> None:  # undo any rebinding of minirl's functions by an earlier answer cell
