@@ -86,8 +86,9 @@ def analyse(path: Path) -> dict:
     obs = xy if loaded.state_normalizer is None else loaded.state_normalizer.transform(xy)
     with torch.no_grad():
         v = loaded.agent.V(torch.as_tensor(obs, dtype=torch.float32)).numpy().astype(float)
-    scale = 5.0 if loaded.settings["config"].get("reward_scale") == "return_range" else 1.0
-    v = v / scale  # in the maze's own reward units (-1 per step)
+    if loaded.settings["config"].get("reward_scale") == "return_range":  # back to the maze's own units (-1 per step)
+        from minirl import datasets
+        v = v / datasets.load_dataset(loaded.settings["dataset"], progress=False).return_range_scaler().scale
     dist = np.array([lay.distance[goal[0], goal[1], i, j] for i, j in cells])
     route, c = [tuple(start)], tuple(start)
     while c != tuple(goal):

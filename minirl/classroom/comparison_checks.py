@@ -75,11 +75,12 @@ def check_stratified_iqm_ci(fn) -> None:
     of all the groups' values, resampling within each group, as :func:`minirl.plots.stratified_bootstrap_ci`."""
     from .. import plots
     c = Checks("stratified_iqm_ci", reference=plots.stratified_bootstrap_ci)
-    for description, groups in _groups():
+    cases = _groups()
+    for description, groups in cases:
         copy = lambda g=groups: {k: v.copy() for k, v in g.items()}  # noqa: E731
         c.compare(description, lambda copy=copy: np.asarray(fn(copy()), dtype=float),
                   np.array(plots.stratified_bootstrap_ci(groups)))
-    description, groups = _groups()[0]
+    description, groups = cases[0]
     c.compare(f"{description}, 90%, 3,000 resamples, seed 7",
               lambda: np.asarray(fn({k: v.copy() for k, v in groups.items()}, 0.9, 3000, 7), dtype=float),
               np.array(plots.stratified_bootstrap_ci(groups, 0.9, 3000, 7)))
@@ -155,9 +156,8 @@ def check_record_verdicts(fn):
     from .. import plots
     want = _cached("record-verdicts", record_verdicts_reference)
     runs = _record_runs()
-    got = _check_sweep("record_verdicts", lambda comparisons: _coded(fn(runs, comparisons)), COMPARISONS, want,
-                       ("the difference of the means", "the interval's lower end", "the interval's upper end",
-                        "the verdict (1 above, -1 below, 0 overlap)"),
-                       [f"{m} - {b} on {ds}" for m, b, ds in COMPARISONS], atol=1e-6,
-                       reference=(record_verdicts_reference, plots.baseline_table, plots.difference_ci))
-    return got
+    return _check_sweep("record_verdicts", lambda comparisons: _coded(fn(runs, comparisons)), COMPARISONS, want,
+                        ("the difference of the means", "the interval's lower end", "the interval's upper end",
+                         "the verdict (1 above, -1 below, 0 overlap)"),
+                        [f"{m} - {b} on {ds}" for m, b, ds in COMPARISONS], atol=1e-6,
+                        reference=(record_verdicts_reference, plots.baseline_table, plots.difference_ci))
