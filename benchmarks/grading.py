@@ -80,7 +80,8 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--students", type=int, default=30)
     p.add_argument("--parallel", type=int, default=2)
-    p.add_argument("--time-limit", type=float, default=grader.DEFAULT_TIME_LIMIT)
+    p.add_argument("--time-limit", type=float, default=None,
+                   help="seconds per notebook (default: each notebook's own, else the grader's default)")
     p.add_argument("--keep", type=Path, help="make the class in this (new) folder and keep it")
     a = p.parse_args(argv)
     folder = a.keep or Path(tempfile.mkdtemp(prefix="minirl-class-")) / "submissions"
@@ -102,7 +103,9 @@ def main(argv: list[str] | None = None) -> int:
     rows = [
         ("students x notebooks", f"{a.students} x {len({j.notebook for j in jobs})} = {len(jobs)}"),
         ("notebooks run (the rest: invalid JSON)", f"{len(ran)}"),
-        ("parallel, time limit", f"{a.parallel}, {a.time_limit:g} s per notebook"),
+        ("parallel, time limit", f"{a.parallel}, " + (f"{a.time_limit:g} s per notebook" if a.time_limit else
+                                                      ", ".join(sorted({f"{j.notebook} {j.time_limit:g} s"
+                                                                        for j in jobs})))),
         ("wall time", f"{wall:.0f} s ({wall / 60:.1f} min)"),
         ("notebooks per minute", f"{len(ran) / wall * 60:.1f}"),
         ("CPU time: the notebooks (sum) / the grader", f"{cpu[0]:.0f} s / {cpu[1]:.0f} s"),

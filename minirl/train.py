@@ -82,7 +82,7 @@ def train(agent, dataset: OfflineDataset, steps: int, *, batch_size: int = 256, 
           checkpoint_every: int | None = None, resume: bool = False,
           state_normalizer: StateNormalizer | None = None, reward_transform: RewardTransform | None = None,
           progress: bool = True, sync_every_step: bool | None = None, precision: str | None = None,
-          amp: bool = False, meta: dict | None = None, tensorboard: bool = False) -> dict:
+          amp: bool = False, meta: dict | None = None, tensorboard: bool = False, update=None) -> dict:
     """Train ``agent`` on ``dataset`` for ``steps`` gradient steps; returns ``{"train": [...], "eval": [...],
     "segments_s": [...]}``, the last the wall-clock seconds of each part of the run (one unless resumed: each earlier
     part up to its checkpoint, kept in the checkpoint, ``None`` if that checkpoint did not record it; then this call's).
@@ -113,6 +113,10 @@ def train(agent, dataset: OfflineDataset, steps: int, *, batch_size: int = 256, 
     (:func:`autocast`): the hidden layers multiply in bfloat16, the output layers, the losses, parameters and
     optimiser states stay float32. Evaluation runs in float32. The default, ``None`` or ``"auto"``, is bf16 where the
     hardware computes it natively and float32 elsewhere (:func:`resolve_precision`); ``"float32"`` asks for float32.
+
+    ``update``, a function ``update(agent, batch) -> logs``, is called in place of ``agent.update(batch)`` at every
+    step (the classroom trains a student's update this way); everything else (sampling, evaluation, checkpoints of
+    ``agent``'s state) is unchanged.
 
     ``tensorboard=True`` (needs ``out`` and the ``tensorboard`` package, extra ``minirl-book[tensorboard]``) also
     writes every ``log.jsonl`` entry as TensorBoard scalars (``train/<name>``, ``eval/<name>``) to event files in
@@ -224,7 +228,11 @@ def train(agent, dataset: OfflineDataset, steps: int, *, batch_size: int = 256, 
         for t in bar:
             step = t + 1
             with precision_ctx:
-                logs = agent.update(dataset.sample(batch_size, device, sampler))
+                batch = dataset.sample(batch_size, device, sampler)
+                logs = agent.update(batch) if update is None else update(agent, batch)
+                if not isinstance(logs, dict):
+                    raise TypeError(f"the update returned a {type(logs).__name__}, expected a dict of logs "
+                                    "(name -> number)")
             if sync_every_step:
                 logs = {k: float(v) for k, v in logs.items()}
                 _check_finite(logs, step)

@@ -46,12 +46,17 @@ BEN_WRITTEN = ("The curve goes up and then down, so a middle value is best. I th
                "they are extreme settings.")
 
 
-def filled(solution: dict, student: dict, wrong: list[tuple[str, str]], written: str | None = None) -> dict:
+def filled(solution: dict, student: dict, wrong: list[tuple[str, str]], written: str | None = None,
+           ran: bool = False) -> dict:
     """The student copy with each stub replaced by the reference code (after the ``wrong`` edits) and each written
-    answer by the reference's (or by ``written``)."""
+    answer by the reference's (or by ``written``); ``ran``: the cells the student runs (a long sweep) keep the
+    reference's outputs, as a student's saved run would."""
     nb = json.loads(json.dumps(student))
-    for cell, ref in zip(nb["cells"], solution["cells"]):
+    cells = [c for c in solution["cells"] if "rubric" not in c["metadata"].get("tags", [])]  # as the copy has them
+    for cell, ref in zip(nb["cells"], cells):
         src = "".join(ref["source"])
+        if ran and "student-run" in cell["metadata"].get("tags", []):
+            cell["outputs"], cell["execution_count"] = ref["outputs"], ref["execution_count"]
         if "student" in cell["metadata"].get("tags", []):
             for old, new in wrong:
                 src = src.replace(old, new)
@@ -104,7 +109,7 @@ def main() -> None:
         solution = json.loads(solution_path.read_text())
         student = json.loads((release.EXERCISES / solution_path.name).read_text())
         wrong = [(old, new) for nb, _, old, new in WRONG if nb == solution_path.stem][:2]
-        right = filled(solution, student, [])
+        right = filled(solution, student, [], ran=True)
         for name, nb in (("ana", right),
                          ("ben", filled(solution, student, wrong, BEN_WRITTEN)),
                          ("chloe", student),

@@ -48,6 +48,10 @@ WRONG = [
      "stats = samples.mean(axis=1)"),  # the mean, not the IQM
     ("05_comparison", "compare", 'verdict = "above" if lo > 0 else "below" if hi < 0 else "overlap"',
      'verdict = "above" if a.mean() > b.mean() else "below"'),  # the verdict read off the means
+    ("06_project", "cql_update", "critic_loss = td_loss + cfg.cql_alpha * gap.sum()",
+     "critic_loss = td_loss - cfg.cql_alpha * gap.sum()"),  # the penalty's sign flipped
+    ("06_project", "penalty_sweep", "train_and_score(update, alpha, seed, steps)",
+     "train_and_score(update, alpha, seed, steps // 20)"),  # every run 20 times shorter than asked
     # agent level: one update of a whole agent
     ("02_bcq", "discrete_bcq_update", "agent.q(next_obs).masked_fill(~allowed, float(\"-inf\"))", "agent.q(next_obs)"),
     ("03_cql", "discrete_cql_update", "loss = td_loss + cfg.cql_alpha * gap", "loss = td_loss + gap"),

@@ -23,6 +23,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from test_exercises import WRONG  # noqa: E402  (one source of plausible wrong answers)
 
 NB = "01_offline_rl"  # the quick notebook (tabular), for most scenarios
+PROJECT = "06_project"  # the end-to-end assignment: its second task trains the student's update
+SIGN_FLIP = next((old, new) for nb, task, old, new in WRONG if task == "cql_update")
 
 
 def _student_copy(name: str) -> dict:
@@ -165,6 +167,8 @@ def graded(tmp_path_factory):
     write(folder, "max", NB, filled(NB, replace={"policy_transition": broken}))    # a syntax error
     text = json.dumps(filled(NB))
     write(folder, "noa", NB, text[: len(text) // 2])                     # not valid JSON (a truncated upload)
+    write(folder, "ben", PROJECT, filled(PROJECT, wrong_edits(PROJECT)))  # a wrong update and a wrong sweep
+    write(folder, "oli", PROJECT, filled(PROJECT, [SIGN_FLIP]))           # only the update wrong: it trains badly
     results, _ = grader.grade_folder(folder, parallel=2)
     return {"results": results, "folder": folder, "outside": outside, "root": root}
 
@@ -187,6 +191,15 @@ def test_saved_wrong_answers_fail(graded):
     ben = rows_of(graded["results"], "ben")
     assert [ben[t].status for t in TASKS] == ["failed", "failed", "passed", "passed"]
     assert "check FAILED" in ben["policy_transition"].message and "expected" in ben["policy_transition"].message
+
+
+def test_the_assignment_s_wrong_answers_fail_and_a_broken_update_trains_below_the_reference(graded):
+    ben = rows_of(graded["results"], "ben", PROJECT)
+    assert [ben[t].status for t in ("cql_update", "penalty_sweep")] == ["failed", "failed"]
+    oli = rows_of(graded["results"], "oli", PROJECT)
+    assert oli["cql_update"].status == "failed" and oli["penalty_sweep"].status == "failed"
+    assert "your update's run scored" in oli["penalty_sweep"].message
+    assert oli["penalty_sweep"].points == 0 and oli["penalty_sweep"].points_possible == 6
 
 
 def test_saved_untouched_copy_is_not_implemented(graded):

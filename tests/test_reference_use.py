@@ -27,6 +27,15 @@ CHECKERS = {name[len("check_"):]: getattr(module, name) for module in MODULES
             for name in dir(module) if name.startswith("check_") and callable(getattr(module, name))}
 
 
+@pytest.fixture(autouse=True)
+def _a_short_training_check(monkeypatch):
+    """The assignment's penalty_sweep check trains 4,000 updates (about 45 s); what is tested here is the verdict on
+    the route, not the score: 20 updates, and a pass mark every run reaches."""
+    from minirl.classroom import project_checks as pc
+    monkeypatch.setitem(pc.GRADING, "steps", 20)
+    monkeypatch.setattr(pc, "reference_distribution", lambda path=None: {"scores": [-1000.0]})
+
+
 def _not_yet(*args, **kwargs):
     raise NotImplementedError("your code here")
 

@@ -11,6 +11,7 @@ The files, in the order they depend on each other (each imports only those above
 ``agent_checks.py``  the agent and experiment tasks: small fixed problems, seeded agents, reference sweeps
 ``stitching_checks.py`` the stitching chapter's tasks (one-step, BCQL's values, IQL's expectile on the gridworld)
 ``comparison_checks.py`` the comparison chapter's tasks (bootstrap intervals, the IQM, verdicts on the results)
+``project_checks.py`` the end-to-end assignment (continuous CQL's update, trained on pendulum-expert, and a sweep)
 ``release.py``       from the reference notebooks (``notebooks/exercises/solutions/``): the student copies, the checks
                      file the grader runs, the book's exercises page, a class's release without solutions
 ``sandbox.py``       the child process that runs one submission (audit hook, limits; ``python -m
@@ -37,6 +38,8 @@ _EXPORTS = {
                "check_policy_transition", "check_q_target", "check_soft_clipped_double_q", "check_vae_loss"),
     "comparison_checks": ("COMPARISONS", "RECORD", "check_bootstrap_ci", "check_compare", "check_iqm",
                           "check_record_verdicts", "check_stratified_iqm_ci"),
+    "project_checks": ("PROJECT_ALPHAS", "check_cql_update", "check_penalty_sweep", "make_cql", "make_exercise_cql",
+                       "train_and_score"),
     "stitching_checks": ("STITCH_TAUS", "check_bcql_values", "check_one_step_policy", "check_stitching_sweep",
                          "check_stitching_threshold", "stitching_exercise"),
 }

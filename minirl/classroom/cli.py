@@ -47,13 +47,16 @@ def main(argv: list[str] | None = None) -> int:
     c = sub.add_parser("check", help="self-check one saved notebook: the grader's verdict for each task")
     c.add_argument("notebook", type=Path)
     c.add_argument("--exercise", help="which exercise it is (default: from the notebook, else its file name)")
-    c.add_argument("--time-limit", type=float, default=grader.DEFAULT_TIME_LIMIT, help="seconds (default %(default)s)")
+    c.add_argument("--time-limit", type=float, default=None,
+                   help=f"seconds (default: the notebook's own limit if its reference sets one, else "
+                        f"{grader.DEFAULT_TIME_LIMIT:g})")
     g = sub.add_parser("grade", help="grade a folder of submissions: DIR/<student>/<exercise>.ipynb")
     g.add_argument("folder", type=Path)
     g.add_argument("--csv", type=Path, help="write one row per student and task to this CSV file")
     g.add_argument("--json", type=Path, help="write one row per student and task to this JSON file")
-    g.add_argument("--time-limit", type=float, default=grader.DEFAULT_TIME_LIMIT,
-                   help="seconds per notebook (default %(default)s)")
+    g.add_argument("--time-limit", type=float, default=None,
+                   help=f"seconds per notebook (default: each notebook's own limit if its reference sets one, else "
+                        f"{grader.DEFAULT_TIME_LIMIT:g})")
     g.add_argument("--parallel", type=int, default=min(4, os.cpu_count() or 1),
                    help="notebooks graded at once (default %(default)s)")
     g.add_argument("--notebooks", help="comma-separated exercises to grade (default: every one submitted)")

@@ -41,7 +41,7 @@ from pathlib import Path
 from . import sandbox
 from .release import CHECKS_FILE, POINTS, SOLUTIONS
 
-DEFAULT_TIME_LIMIT = 120.0  # seconds per notebook; the reference notebooks take a few seconds each
+DEFAULT_TIME_LIMIT = 120.0  # seconds per notebook, unless its reference sets minirl_time_limit (checks.json)
 SUSPICIOUS = ("minirl.classroom", "minirl.exercises", "minirl.grading", "_VERDICTS", "Checks(", "addaudithook",
               "sys.modules")  # minirl.exercises and minirl.grading: the classroom's modules before minirl.classroom
 LEVELS = ("function", "agent", "experiment", "written")
@@ -153,7 +153,7 @@ def build_program(spec: dict, nb: dict) -> tuple[list[dict], dict]:
     ``{"missing": {task: message}, "ignored": n, "written": {task: text}, "flags": {task: message}}``."""
     code = [_source(c) for c in nb["cells"] if c.get("cell_type") == "code"]
     markdown = [_source(c) for c in nb["cells"] if c.get("cell_type") == "markdown"]
-    known = {_normalise(c["source"]) for c in spec["cells"] if c["kind"] in ("given", "check")}
+    known = {_normalise(c["source"]) for c in spec["cells"] if c["kind"] in ("given", "check", "student-run")}
     known |= {_normalise(c["stub"]) for c in spec["cells"] if c["kind"] == "answer"}
     known |= {k.replace("minirl.classroom", OLD_NAME) for k in known}  # an older copy's cells are the reference's too
     used: set[int] = set()
@@ -189,7 +189,28 @@ def build_program(spec: dict, nb: dict) -> tuple[list[dict], dict]:
                 found["written"][cell["task"]] = None
     found["ignored"] = sum(1 for i, src in enumerate(code)
                            if i not in used and src.strip() and _normalise(src) not in known)
+    if any(c["kind"] == "student-run" for c in spec["cells"]):
+        found["student_run"] = _student_run_outputs(nb)
     return steps, found
+
+
+def _student_run_outputs(nb: dict) -> dict:
+    """What the submission stores of the cells the student runs and the grader does not (tagged ``student-run``):
+    how many there are, how many hold an output, and how many figures (PNG images) they hold."""
+    cells = [c for c in nb["cells"] if c.get("cell_type") == "code"
+             and "student-run" in (c.get("metadata") or {}).get("tags", [])]
+    outputs = [c.get("outputs") or [] for c in cells]
+    figures = sum(1 for out in outputs for o in out if isinstance(o, dict) and "image/png" in (o.get("data") or {}))
+    return {"cells": len(cells), "with_output": sum(1 for out in outputs if out), "figures": figures}
+
+
+def _student_run_note(run: dict) -> str:
+    if run["figures"]:
+        return (f"the sweep it cites: {run['figures']} figure{'s' if run['figures'] > 1 else ''} saved in the submitted "
+                "notebook (from cells the grader does not rerun: open the notebook to see them)")
+    if run["with_output"]:
+        return "the sweep it cites: output but no figure saved in the submitted notebook (open it to see)"
+    return "the sweep it cites: no output saved in the cells the student runs (not run, or its output cleared)"
 
 
 
@@ -214,13 +235,22 @@ class Job:
     timed_out: bool = False
     exit_status: int | None = None
     details: dict | None = None  # step -> its output (the self-check prints the failed checks)
+    time_limit: float = DEFAULT_TIME_LIMIT  # seconds: the grader's --time-limit, else the notebook's own
+
+
+def time_limit_of(spec: dict, time_limit: float | None) -> float:
+    """A notebook's time limit: ``time_limit`` when given (the command line's ``--time-limit``), else the one its
+    reference sets (``minirl_time_limit`` in its metadata, kept in the checks file), else
+    :data:`DEFAULT_TIME_LIMIT`."""
+    return float(time_limit) if time_limit is not None else float(spec.get("time_limit", DEFAULT_TIME_LIMIT))
 
 
 def _fork_available() -> bool:
     return hasattr(os, "fork") and sys.platform.startswith("linux")
 
 
-def _start(job: Job, forbidden: list[str], time_limit: float, use_fork: bool) -> None:
+def _start(job: Job, forbidden: list[str], use_fork: bool) -> None:
+    time_limit = job.time_limit
     job.tmp = tempfile.mkdtemp(prefix="minirl-grade-")
     work = os.path.join(job.tmp, "work")
     os.mkdir(work)
@@ -276,9 +306,9 @@ def _kill(job: Job) -> None:
             return
 
 
-def run_jobs(jobs: list[Job], forbidden: list[str], time_limit: float = DEFAULT_TIME_LIMIT, parallel: int = 2,
-             use_fork: bool | None = None, progress=None) -> None:
-    """Run every runnable job, ``parallel`` at a time, each within ``time_limit`` seconds (wall clock)."""
+def run_jobs(jobs: list[Job], forbidden: list[str], parallel: int = 2, use_fork: bool | None = None,
+             progress=None) -> None:
+    """Run every runnable job, ``parallel`` at a time, each within its ``time_limit`` seconds (wall clock)."""
     use_fork = _fork_available() if use_fork is None else use_fork
     if use_fork:
         sandbox.preload()
@@ -288,7 +318,7 @@ def run_jobs(jobs: list[Job], forbidden: list[str], time_limit: float = DEFAULT_
     while pending or running:
         while pending and len(running) < max(1, parallel):
             job = pending.pop(0)
-            _start(job, forbidden, time_limit, use_fork)
+            _start(job, forbidden, use_fork)
             running.append(job)
         time.sleep(0.02)
         for job in list(running):
@@ -297,7 +327,7 @@ def run_jobs(jobs: list[Job], forbidden: list[str], time_limit: float = DEFAULT_
                 running.remove(job)
                 if progress:
                     progress(job)
-            elif time.monotonic() - job.started > time_limit:
+            elif time.monotonic() - job.started > job.time_limit:
                 job.timed_out = True
                 _kill(job)
 
@@ -330,7 +360,7 @@ def _first_failure(output: str) -> str:
     return ""
 
 
-def results_of(job: Job, time_limit: float = DEFAULT_TIME_LIMIT) -> list[TaskResult]:
+def results_of(job: Job) -> list[TaskResult]:
     """The rows of one job: one per task of its notebook."""
     spec, rows = job.spec, []
 
@@ -363,7 +393,7 @@ def results_of(job: Job, time_limit: float = DEFAULT_TIME_LIMIT) -> list[TaskRes
     last_started = max(started) if started else -1
     crash = Path(job.tmp, "crash.txt")
     if job.timed_out:
-        stop = f"the notebook reached its time limit of {time_limit:g} s"
+        stop = f"the notebook reached its time limit of {job.time_limit:g} s"
     elif not done:
         stop = f"the notebook's process died ({_signal_name(job.exit_status)})"
         lines = crash.read_text(errors="replace").strip().splitlines() if crash.exists() else []
@@ -381,7 +411,10 @@ def results_of(job: Job, time_limit: float = DEFAULT_TIME_LIMIT) -> list[TaskRes
                 rows.append(row(task, "manual", f"no written answer: a Markdown cell starting {task['marker']!r} "
                                 "is missing"))
             else:
-                rows.append(row(task, "manual", "for the instructor" if text else "not answered", answer=text))
+                message = "for the instructor" if text else "not answered"
+                if "student_run" in job.found:
+                    message += "; " + _student_run_note(job.found["student_run"])
+                rows.append(row(task, "manual", message, answer=text))
             continue
         n_ref = task["n"]
         a, c = answer_step.get(name), check_step[name]
@@ -463,8 +496,8 @@ def exercise_of(path: Path, nb: dict | None, specs: dict) -> str | None:
     return path.stem if path.stem in specs else None
 
 
-def prepare(student: str, notebook: str, path: Path | None, spec: dict) -> Job:
-    job = Job(student, notebook, path, spec)
+def prepare(student: str, notebook: str, path: Path | None, spec: dict, time_limit: float | None = None) -> Job:
+    job = Job(student, notebook, path, spec, time_limit=time_limit_of(spec, time_limit))
     if path is not None:
         nb, problem = read_submission(path)
         if nb is None:
@@ -474,7 +507,7 @@ def prepare(student: str, notebook: str, path: Path | None, spec: dict) -> Job:
     return job
 
 
-def grade_folder(folder: Path, checks: Path = CHECKS_FILE, time_limit: float = DEFAULT_TIME_LIMIT,
+def grade_folder(folder: Path, checks: Path = CHECKS_FILE, time_limit: float | None = None,
                  parallel: int = 2, notebooks: list[str] | None = None, use_fork: bool | None = None,
                  progress=None) -> tuple[list[TaskResult], list[Job]]:
     """Grade ``folder/<student>/<exercise>.ipynb``: one :class:`TaskResult` per student and task."""
@@ -509,11 +542,11 @@ def grade_folder(folder: Path, checks: Path = CHECKS_FILE, time_limit: float = D
             raise GradingError(f"unknown exercise {n!r}: expected one of {', '.join(specs)}")
     for student in students:
         for n in wanted:
-            jobs.append(prepare(student.name, n, submitted.get((student.name, n)), specs[n]))
+            jobs.append(prepare(student.name, n, submitted.get((student.name, n)), specs[n], time_limit))
     forbidden = [str(SOLUTIONS), str(folder.resolve())]
     try:
-        run_jobs(jobs, forbidden, time_limit, parallel, use_fork, progress)
-        results = [r for job in jobs for r in results_of(job, time_limit)] + extra
+        run_jobs(jobs, forbidden, parallel, use_fork, progress)
+        results = [r for job in jobs for r in results_of(job)] + extra
     finally:
         for job in jobs:
             cleanup(job)
@@ -529,7 +562,7 @@ def grade(folder: Path, **kwargs) -> str:
     return table(results)
 
 
-def check_notebook(path: Path, checks: Path = CHECKS_FILE, time_limit: float = DEFAULT_TIME_LIMIT,
+def check_notebook(path: Path, checks: Path = CHECKS_FILE, time_limit: float | None = None,
                    exercise: str | None = None, use_fork: bool | None = None) -> tuple[list[TaskResult], Job]:
     """The self-check: grade one notebook exactly as :func:`grade_folder` grades it."""
     path = Path(path)
@@ -541,10 +574,10 @@ def check_notebook(path: Path, checks: Path = CHECKS_FILE, time_limit: float = D
     if name not in specs:
         raise GradingError(f"{path.name} is not one of the exercises ({', '.join(n + '.ipynb' for n in specs)}); "
                            "name it with --exercise")
-    job = prepare("you", name, path, specs[name])
+    job = prepare("you", name, path, specs[name], time_limit)
     try:
-        run_jobs([job], [str(SOLUTIONS)], time_limit, 1, use_fork)
-        rows = results_of(job, time_limit)
+        run_jobs([job], [str(SOLUTIONS)], 1, use_fork)
+        rows = results_of(job)
         job.details = {r["step"]: r.get("output", "") for r in _records(job) if r["type"] == "end"}
     finally:
         cleanup(job)

@@ -27,7 +27,8 @@ COURSE_TABLE = REPO / "book" / "generated" / "course_table.md"  # book/course.md
 # the chapter each exercise follows: its prose page and its executed notebook(s), read before the exercise
 CHAPTERS = {"01_offline_rl": ("offline_rl", ["01_offline_rl"]), "02_bcq": ("bcq", ["02_bcq"]),
             "03_cql": ("cql", ["03_cql"]), "04_iql": ("iql", ["04_iql"]),
-            "04b_stitching": ("stitching", ["04b_stitching"]), "05_comparison": ("comparison", ["05_comparison"])}
+            "04b_stitching": ("stitching", ["04b_stitching"]), "05_comparison": ("comparison", ["05_comparison"]),
+            "06_project": (None, [])}  # the end-to-end assignment: no new reading (chapter 3 again)
 READING_WPM = 130  # words per minute for mathematical text (the third-edition issue's figure)
 MINUTES = {"function": 15, "agent": 45, "experiment": 20, "written": 15}  # a task's writing time: an assumption
 
@@ -39,6 +40,7 @@ MINUTES = {"function": 15, "agent": 45, "experiment": 20, "written": 15}  # a ta
 STUB_MESSAGE = "your code here: replace this line"
 WRITTEN_PLACEHOLDER = "_Your answer here: two or three sentences that cite the figure. Graded by the instructor._"
 LEVEL_TAGS = ("agent", "experiment")  # a solution cell's level; untagged: a function task
+STUDENT_RUN = "student-run"  # a code cell the student runs (a long sweep, its figure) and the grader does not
 # points of a task by level (book/instructors.md, "Points"); a reference cell's metadata "minirl_points" overrides
 POINTS = {"function": 2, "agent": 5, "experiment": 3, "written": 4}
 
@@ -142,10 +144,13 @@ def notebook_spec(nb: dict, name: str) -> dict:
                 _check_rubric(nb["cells"][k + 1] if k + 1 < len(nb["cells"]) else None, task, cells[-1]["points"],
                               name)
             continue
+        if STUDENT_RUN in tags:  # known to the grader (not counted as ignored), never run by it
+            cells.append({"kind": "student-run", "source": src, "minutes": minutes_of(cell, name)})
+            continue
         if "solution" in tags:
             level = next((t for t in LEVEL_TAGS if t in tags), "function")
             pending = {"kind": "answer", "names": _defined_names(src), "stub": stub_source(src), "level": level,
-                       "points": points_of(cell, level, name)}
+                       "points": points_of(cell, level, name), "minutes": minutes_of(cell, name)}
             cells.append(pending)
             continue
         task = checker_task(src)
@@ -163,10 +168,26 @@ def notebook_spec(nb: dict, name: str) -> dict:
             raise ValueError(f"{name}: the reference's checker of {task} did not print '{task}: n/n checks passed' "
                              f"(re-execute notebooks/exercises/solutions/{name}.ipynb)")
         cells.append({"kind": "check", "task": task, "level": pending["level"], "source": src,
-                      "expected": m.group(0), "n": int(m.group(2)), "points": pending["points"]})
+                      "expected": m.group(0), "n": int(m.group(2)), "points": pending["points"],
+                      "minutes": pending["minutes"]})
         last_task, pending = task, None
     title = _src(nb["cells"][0]).splitlines()[0].lstrip("# ").strip()
-    return {"title": title, "cells": cells}
+    spec = {"title": title, "cells": cells}
+    limit = nb.get("metadata", {}).get("minirl_time_limit")
+    if limit is not None:
+        if not isinstance(limit, (int, float)) or isinstance(limit, bool) or limit <= 0:
+            raise ValueError(f"{name}: minirl_time_limit is {limit!r}; expected a positive number of seconds")
+        spec["time_limit"] = limit
+    return spec
+
+
+def minutes_of(cell: dict, name: str) -> int | None:
+    """A cell's ``minirl_minutes`` metadata: a task's estimated writing time (overriding :data:`MINUTES`), or the
+    measured minutes of a student-run cell's computation; ``None`` if absent."""
+    value = cell.get("metadata", {}).get("minirl_minutes")
+    if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value <= 0):
+        raise ValueError(f"{name}: minirl_minutes is {value!r}; expected a positive integer")
+    return value
 
 
 def _check_rubric(cell: dict | None, task: str, points: int, name: str) -> None:
@@ -301,18 +322,21 @@ def course_table(specs: dict[Path, dict]) -> str:
             raise ValueError(f"{path.stem}: no chapter in release.CHAPTERS (name the prose page and notebooks it "
                              "follows)")
         chapter, notebooks = CHAPTERS[path.stem]
-        words = _words((REPO / "book" / f"{chapter}.md").read_text()) + sum(
+        words = (_words((REPO / "book" / f"{chapter}.md").read_text()) if chapter else 0) + sum(
             _notebook_words(REPO / "notebooks" / f"{n}.ipynb") for n in notebooks)
-        words = max(500, 500 * round(words / 500))  # to the nearest 500: an edit of a chapter rarely changes the table
+        if words:  # to the nearest 500: an edit of a chapter rarely changes the table
+            words = max(500, 500 * round(words / 500))
         graded = [c for c in spec["cells"] if c["kind"] in ("check", "written")]
         count = {lv: sum(c["level"] == lv for c in graded) for lv in MINUTES}
         auto = sum(c["points"] for c in graded if c["level"] != "written")
         written = sum(c["points"] for c in graded if c["level"] == "written")
         read = words / READING_WPM
-        work = _notebook_words(path) / READING_WPM + sum(MINUTES[lv] * k for lv, k in count.items())
+        work = _notebook_words(path) / READING_WPM + sum(c.get("minutes") or MINUTES[c["level"]] for c in graded)
+        work += sum(c.get("minutes") or 0 for c in spec["cells"] if c["kind"] == "student-run")
         totals.append((read, work, auto, written))
-        pages = ", ".join([f"`book/{chapter}.md`"] + [f"`notebooks/{n}.ipynb`" for n in notebooks])
-        rows.append(f"| {pages}, then `{path.name}` | about {words:,} words, {_hours(read)} | "
+        pages = ", ".join(([f"`book/{chapter}.md`"] if chapter else []) + [f"`notebooks/{n}.ipynb`" for n in notebooks])
+        reading = f"about {words:,} words, {_hours(read)}" if words else "none new"
+        rows.append(f"| {pages + ', then ' if pages else ''}`{path.name}` | {reading} | "
                     f"{' / '.join(str(count[lv]) for lv in MINUTES)} | {auto} + {written} | {_hours(work)} |")
     read, work, auto, written = (sum(column) for column in zip(*totals))
     rows.append(f"| **all** | {_hours(read)} | | {auto} + {written} | {_hours(work)} |")
@@ -320,7 +344,9 @@ def course_table(specs: dict[Path, dict]) -> str:
             "notebook's Markdown, code blocks left out, counted to the nearest 500 words); an exercise's time is the "
             "reading of its task statements at the same rate plus "
             + ", ".join(f"{m} min per {lv} task" for lv, m in MINUTES.items()) +
-            " (assumptions; the checks themselves take seconds). Points: "
+            " (assumptions; the checks themselves take seconds), or a task's own estimate where its reference sets "
+            "one (`minirl_minutes`), plus the measured computer time of the runs a notebook asks the student to start. "
+            "Points: "
             + ", ".join(f"{p} per {lv} task" for lv, p in POINTS.items()) + ".")
     return "\n".join(rows) + "\n\n" + note + "\n"
 

@@ -1,0 +1,171 @@
+"""The end-to-end assignment (``notebooks/exercises/06_project.ipynb``): continuous CQL, written, trained and swept.
+
+The student writes one update of ``minirl.cql.CQL`` (CQL(H) with importance-sampled proposals on SAC), trains it on
+``pendulum-expert`` and sweeps the penalty's weight alpha. Two graded parts:
+
+* :func:`check_cql_update` (an *agent* task): the update, compared step by step with ``CQL.update`` from the same
+  seed on :func:`~minirl.classroom.agent_checks.continuous_exercise`'s small fixed data, as the other agent tasks;
+* :func:`check_penalty_sweep` (an *experiment* task): the student's sweep function trains the student's update once, at
+  the grading setting :data:`GRADING` (alpha 5, 4,000 updates, seed 100), and the score must reach the reference's
+  distribution: at least the lowest score of minirl's own ``CQL.update`` over the 20 seeds of
+  ``results/assignment/reference.json`` minus :data:`TOLERANCE` points. The reference's runs and the scores of
+  broken updates at the same setting come from ``experiments/assignment_reference.py``.
+
+The networks are small (2 x 64, N = 4 sampled actions per proposal) so that a run of 4,000 updates takes about a
+minute on one core; the sweep the student runs (4 alphas x 3 seeds x 5,000 updates) about 11 minutes.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from .agent_checks import _check_agent, _method, continuous_exercise
+from .checks import Checks
+
+DATASET = "pendulum-expert"                   # narrow data: offline SAC (alpha = 0) fails on it
+HIDDEN = (64, 64)                             # actor and critics
+N_ACTIONS = 4                                 # N: sampled actions per proposal (uniform, pi(.|s), pi(.|s'))
+PROJECT_ALPHAS = (0.0, 1.0, 5.0, 20.0)        # the sweep of the assignment
+GRADING = {"cql_alpha": 5.0, "steps": 4000, "seed": 100}  # the graded training run
+EVAL_EPISODES = 20
+TOLERANCE = 10.0                              # normalised-score points below the reference's lowest seed
+REFERENCE_FILE = Path(__file__).resolve().parents[2] / "results" / "assignment" / "reference.json"
+
+
+def make_cql(cql_alpha: float = 5.0, seed: int = 0, dims: tuple = (3, 1, -2.0, 2.0)):
+    """The assignment's CQL: 2 x 64 networks, N = 4, the paper's learning rates, fixed alpha (no Lagrange), the
+    deterministic backup; seeded. ``dims`` = (obs_dim, act_dim, action low, action high), Pendulum's by default."""
+    import torch
+
+    from ..cql import CQL, CQLConfig
+    torch.manual_seed(seed)
+    cfg = CQLConfig(actor_hidden=HIDDEN, critic_hidden=HIDDEN, n_actions=N_ACTIONS, cql_alpha=cql_alpha)
+    return CQL(*dims, config=cfg)
+
+
+def make_exercise_cql(seed: int = 0):
+    """CQL for :func:`continuous_exercise` (the update check): 32-32 networks, N = 3, alpha 1, gamma 0.9, faster
+    learning rates so that 20 updates move the networks; raw states; seeded."""
+    import torch
+
+    from ..cql import CQL, CQLConfig
+    torch.manual_seed(seed)
+    cfg = CQLConfig(actor_hidden=(32, 32), critic_hidden=(32, 32), n_actions=3, cql_alpha=1.0, gamma=0.9, tau=0.05,
+                    actor_lr=1e-3, critic_lr=3e-3, alpha_lr=1e-3, normalize_states=False)
+    return CQL(2, 1, -1.0, 1.0, config=cfg)
+
+
+_DATA: dict = {}
+
+
+def project_data():
+    """``(dataset, state_normalizer)``: :data:`DATASET`, states normalised as CQL trains on them (made on first use,
+    then cached by minirl.datasets)."""
+    if not _DATA:
+        from .. import datasets
+        from ..train import prepare_dataset
+        data, normalizer, _ = prepare_dataset(datasets.make_dataset(DATASET, progress=False), normalize_states=True)
+        _DATA["data"] = data, normalizer
+    return _DATA["data"]
+
+
+def train_and_score(update, cql_alpha: float, seed: int, steps: int, progress: bool = False) -> float:
+    """Train :func:`make_cql` ``(cql_alpha, seed)`` on :data:`DATASET` for ``steps`` calls of ``update(agent, batch)``
+    (``None``: the agent's own ``CQL.update``) with minirl's training loop, then return the normalised score of its
+    deterministic policy over :data:`EVAL_EPISODES` episodes (float32, one thread)."""
+    import torch
+
+    from ..train import train
+    data, normalizer = project_data()
+    agent = make_cql(cql_alpha, seed, (data.obs_dim, data.act_dim, data.action_low, data.action_high))
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        out = train(agent, data, steps, eval_env="Pendulum-v1", eval_every=steps, eval_episodes=EVAL_EPISODES,
+                    task="pendulum", seed=seed, state_normalizer=normalizer, progress=progress,
+                    precision="float32", update=update)
+    finally:
+        torch.set_num_threads(threads)
+    return float(out["eval"][-1]["score_mean"])
+
+
+def check_cql_update(fn) -> None:
+    """Task: ``fn(agent, batch)`` does one update of a ``minirl.cql.CQL`` (alpha 1, fixed): its losses, critics,
+    target critics, actor and entropy temperature must follow ``agent.update`` on :func:`continuous_exercise`'s data
+    from the same seed (the random draws in the order the task states)."""
+    import torch
+    batch = continuous_exercise()
+    probe = batch["obs"][:16], batch["act"][:16]
+
+    def values(net_call):
+        with torch.no_grad():
+            return net_call().numpy()
+
+    _check_agent("cql_update", fn, make_exercise_cql, batch, ("critic_loss", "td_loss", "cql_gap", "actor_loss"), {
+        "Q_i(s, a) of both critics at 16 pairs": lambda a: values(lambda: a.critic(*probe)),
+        "the target critics": lambda a: values(lambda: a.critic_target(*probe)),
+        "the actor's log-probabilities of 16 data actions": lambda a: values(lambda: a.actor.log_prob(*probe)),
+        "the entropy temperature log alpha": lambda a: float(a.log_alpha.detach()),
+        "agent.step": lambda a: a.step,
+    }, reference=_method("cql", "CQL", "update"))
+
+
+def penalty_sweep_reference(update, alphas, seeds, steps: int) -> np.ndarray:
+    """The sweep with minirl's own loop: ``scores[i, j]`` = :func:`train_and_score` of ``update`` at ``alphas[i]``,
+    ``seeds[j]``."""
+    return np.array([[train_and_score(update, a, s, steps) for s in seeds] for a in alphas])
+
+
+def reference_distribution(path: Path = REFERENCE_FILE) -> dict:
+    """The reference's scores at the grading setting (``experiments/assignment_reference.py``): a dict with
+    ``scores`` (one per seed), ``seeds``, the setting and the machine that made them."""
+    if not Path(path).exists():
+        raise FileNotFoundError(f"{path}: no reference scores; run `python experiments/assignment_reference.py`")
+    ref = json.loads(Path(path).read_text())
+    setting = {k: ref[k] for k in GRADING}
+    if setting != GRADING or ref["hidden"] != list(HIDDEN) or ref["n_actions"] != N_ACTIONS:
+        raise ValueError(f"{path} was made at {setting}, hidden {ref['hidden']}, N {ref['n_actions']}; the grading "
+                         f"setting is {GRADING}, hidden {list(HIDDEN)}, N {N_ACTIONS}: rerun the experiment")
+    return ref
+
+
+def passing_score(ref: dict | None = None) -> float:
+    """The lowest score that passes: the reference's lowest seed minus :data:`TOLERANCE`."""
+    ref = ref or reference_distribution()
+    return min(ref["scores"]) - TOLERANCE
+
+
+def check_penalty_sweep(fn, update=None):
+    """Task: ``fn(update, alphas, seeds, steps)`` returns the normalised scores of ``update`` trained at each alpha and
+    seed, an array of shape ``(len(alphas), len(seeds))``. Checked with one run of the student's ``update`` (the
+    notebook passes its ``cql_update``; ``None``: the agent's own) at :data:`GRADING`: its score must reach
+    :func:`passing_score`. Returns the score (``None`` if the run fails)."""
+    update = update or (lambda agent, batch: agent.update(batch))
+    ref = reference_distribution()
+    floor = passing_score(ref)
+    lo, hi = min(ref["scores"]), max(ref["scores"])
+    c = Checks("penalty_sweep", reference=penalty_sweep_reference)
+    state: dict = {}
+
+    def run():
+        if not state:
+            try:
+                got = np.asarray(fn(update, (GRADING["cql_alpha"],), (GRADING["seed"],), GRADING["steps"]),
+                                 dtype=float)
+                if got.shape != (1, 1):
+                    raise ValueError(f"expected scores of shape (1, 1) for one alpha and one seed, got {got.shape}")
+                state["score"] = float(got[0, 0])
+            except Exception as e:  # noqa: BLE001 - reported by the check
+                state["error"] = e
+        if "error" in state:
+            raise state["error"]
+        return state["score"]
+
+    c.compare(f"the score after {GRADING['steps']:,} updates at alpha {GRADING['cql_alpha']:g} (seed "
+              f"{GRADING['seed']}) is at least {floor:.1f}: the reference's {len(ref['scores'])} seeds scored "
+              f"{lo:.1f} to {hi:.1f}, less a tolerance of {TOLERANCE:g}", run,
+              lambda got: None if got >= floor else f"your update's run scored {got:.1f}, expected at least {floor:.1f}")
+    c.report()
+    return state.get("score")

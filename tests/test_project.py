@@ -1,0 +1,113 @@
+"""The end-to-end assignment (notebooks/exercises/06_project.ipynb, issue 44): its reference distribution and the
+broken updates on record, the cells the student runs and the grader does not, the notebook's own time limit, and the
+training loop's ``update`` hook it trains a student's update with. Grading whole 06 submissions (right, wrong,
+untouched, a broken update): tests/test_grading.py."""
+import json
+
+import numpy as np
+import pytest
+
+from minirl.classroom import grader, project_checks as pc, release
+
+BROKEN = pc.REFERENCE_FILE.parent / "broken.json"
+
+
+def _spec() -> dict:
+    return release.notebook_spec(json.loads((release.SOLUTIONS / "06_project.ipynb").read_text()), "06_project")
+
+
+def test_the_reference_distribution_is_the_grading_setting():
+    ref = pc.reference_distribution()
+    assert len(ref["scores"]) == len(set(ref["seeds"])) >= 20
+    assert pc.passing_score(ref) == pytest.approx(min(ref["scores"]) - pc.TOLERANCE)
+    assert ref["grading_seed_score"] >= pc.passing_score(ref)  # the reference itself passes at the grading seed
+
+
+def test_a_stale_reference_file_is_refused(tmp_path):
+    ref = json.loads(pc.REFERENCE_FILE.read_text()) | {"steps": pc.GRADING["steps"] + 1}
+    path = tmp_path / "reference.json"
+    path.write_text(json.dumps(ref))
+    with pytest.raises(ValueError, match="rerun the experiment"):
+        pc.reference_distribution(path)
+    with pytest.raises(FileNotFoundError, match="assignment_reference.py"):
+        pc.reference_distribution(tmp_path / "absent.json")
+
+
+def test_every_broken_update_on_record_falls_below_the_passing_score():
+    """The tolerance is useful only if the broken updates of experiments/assignment_reference.py fail on every seed
+    they were run at; rerunning the reference (or changing TOLERANCE) must keep it so."""
+    broken = json.loads(BROKEN.read_text())
+    floor = pc.passing_score()
+    assert set(broken["updates"]) == {"no_penalty", "wrong_sign", "frozen_actor"}
+    for name, b in broken["updates"].items():
+        assert len(b["scores"]) == 5
+        assert max(b["scores"]) < floor, f"{name} scored {max(b['scores']):.1f}, above the passing score {floor:.1f}"
+
+
+def test_student_run_cells_are_known_to_the_grader_but_not_run():
+    spec = _spec()
+    runs = [c for c in spec["cells"] if c["kind"] == "student-run"]
+    assert len(runs) == 2 and runs[0]["minutes"] >= 1
+    nb = json.loads((release.SOLUTIONS / "06_project.ipynb").read_text())
+    steps, found = grader.build_program(spec, nb)
+    sources = {s["source"] for s in steps}
+    assert not any(r["source"] in sources for r in runs)
+    assert found["ignored"] == 0  # the student's sweep cells are not "extra cells"
+    student = release.student_notebook(nb, "06_project")
+    kept = [c for c in student["cells"] if "student-run" in c["metadata"].get("tags", [])]
+    assert len(kept) == 2 and all(c["outputs"] == [] for c in kept)
+
+
+def test_the_notebook_s_own_time_limit_reaches_its_job_unless_the_command_line_sets_one():
+    spec = _spec()
+    assert spec["time_limit"] == 300
+    assert grader.prepare("s", "06_project", None, spec).time_limit == 300
+    assert grader.prepare("s", "06_project", None, spec, time_limit=50).time_limit == 50
+    assert grader.prepare("s", "01_offline_rl", None, {"cells": []}).time_limit == grader.DEFAULT_TIME_LIMIT
+    nb = json.loads((release.SOLUTIONS / "06_project.ipynb").read_text())
+    nb["metadata"]["minirl_time_limit"] = -1
+    with pytest.raises(ValueError, match="minirl_time_limit is -1"):
+        release.notebook_spec(nb, "06_project")
+
+
+def test_train_calls_the_given_update_and_names_a_bad_return(tmp_path):
+    import torch
+
+    from minirl.classroom import continuous_exercise
+    from minirl.data import OfflineDataset
+    from minirl.train import train
+    b = continuous_exercise(64)
+    data = OfflineDataset(b["obs"].numpy(), b["act"].numpy(), b["rew"].numpy(), b["next_obs"].numpy(),
+                          b["done"].numpy().astype(bool), np.zeros(64, dtype=bool))
+    agent = pc.make_exercise_cql()
+    calls = []
+
+    def mine(agent, batch):
+        calls.append(batch["obs"].shape)
+        return agent.update(batch)
+
+    out = train(agent, data, 5, batch_size=16, progress=False, log_every=5, precision="float32", update=mine)
+    assert calls == [torch.Size([16, 2])] * 5 and agent.step == 5 and "critic_loss" in out["train"][-1]
+    with pytest.raises(TypeError, match="the update returned a NoneType, expected a dict"):
+        train(pc.make_exercise_cql(), data, 2, batch_size=16, progress=False, precision="float32",
+              update=lambda agent, batch: None)
+
+
+def test_the_written_row_says_whether_the_sweep_s_figure_was_saved():
+    """The grader does not rerun the student's sweep; the written answer's row tells the instructor whether the
+    submission holds its figure."""
+    spec = _spec()
+    executed = json.loads((release.SOLUTIONS / "06_project.ipynb").read_text())
+    _, found = grader.build_program(spec, executed)
+    assert found["student_run"] == {"cells": 2, "with_output": 2, "figures": 1}
+    assert "1 figure saved" in grader._student_run_note(found["student_run"])
+    _, found = grader.build_program(spec, release.student_notebook(executed, "06_project"))
+    assert found["student_run"] == {"cells": 2, "with_output": 0, "figures": 0}
+    assert "no output saved" in grader._student_run_note(found["student_run"])
+    _, found = grader.build_program(_spec_of("01_offline_rl"), json.loads(
+        (release.SOLUTIONS / "01_offline_rl.ipynb").read_text()))
+    assert "student_run" not in found
+
+
+def _spec_of(name: str) -> dict:
+    return release.notebook_spec(json.loads((release.SOLUTIONS / f"{name}.ipynb").read_text()), name)
