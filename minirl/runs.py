@@ -103,8 +103,15 @@ ALGORITHMS = {
 # The papers' settings for a kind of task, under the scale's sizes and the user's --set: the IQL paper tunes its
 # goal-reaching mazes (AntMaze, -1 per step until the goal) apart from MuJoCo: expectile 0.9, beta 10 and the rewards
 # as they are, not rescaled by the return range (Kostrikov et al. 2022, appendix B; OGBench's single-task mazes pay
-# -1 per step and 0 at the goal already). Written into every run's config.json like any other setting.
-DOMAIN_CONFIG = {("iql", "maze"): {"expectile": 0.9, "beta": 10.0, "reward_scale": None}}
+# -1 per step and 0 at the goal already). CQL on AntMaze, as CORL (configs/offline/cql/antmaze/*.yaml) and Cal-QL
+# (scripts/run_antmaze.sh) run it: the Lagrange variant with threshold 0.8 on alpha 5 times alpha' (our CQL-Lagrange
+# form), the max-target backup, and the sparse reward centred at zero, +-5 (their 10 r - 5 on D4RL's 0/1 reward is
+# 10 r + 5 on OGBench's -1/0). The original code's threshold of 5.0 belongs to another form, alpha' (5 gap - 5), and
+# its (r - 0.5) * 4 centres at +-2 instead. Written into every run's config.json like any other setting.
+_CQL_MAZE = {"lagrange": True, "cql_alpha": 5.0, "target_action_gap": 0.8, "max_target_backup": True,
+             "reward_multiplier": 10.0, "reward_bias": 5.0}
+DOMAIN_CONFIG = {("iql", "maze"): {"expectile": 0.9, "beta": 10.0, "reward_scale": None},
+                 ("cql", "maze"): _CQL_MAZE, ("cql-lagrange", "maze"): _CQL_MAZE}
 
 
 def domain_config(algo: str, dataset: str) -> dict:

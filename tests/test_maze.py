@@ -264,3 +264,15 @@ def test_iql_takes_the_papers_maze_settings_on_a_maze_and_the_user_has_the_last_
     hopper = runs.plan_run("iql", "hopper-medium-replay", scale="smoke").config
     assert (hopper.expectile, hopper.beta, hopper.reward_scale) == (0.7, 3.0, "return_range")
     assert runs.domain_config("bc", MEDIUM) == {}
+
+
+def test_cql_takes_corl_s_antmaze_settings_on_a_maze():
+    """CORL's and Cal-QL's AntMaze CQL: Lagrange with threshold 0.8, alpha 5, the max-target backup, and OGBench's -1/0
+    reward centred at zero as +-5 (their 10 r - 5 on D4RL's 0/1)."""
+    from minirl import runs
+    for algo in ("cql", "cql-lagrange"):
+        cfg = runs.plan_run(algo, MEDIUM, scale="smoke").config
+        assert (cfg.lagrange, cfg.cql_alpha, cfg.target_action_gap, cfg.max_target_backup) == (True, 5.0, 0.8, True)
+        assert [cfg.reward_multiplier * r + cfg.reward_bias for r in (-1.0, 0.0)] == [-5.0, 5.0]
+    hopper = runs.plan_run("cql", "hopper-medium-replay", scale="smoke").config
+    assert (hopper.lagrange, hopper.reward_multiplier, hopper.reward_bias) == (False, 1.0, 0.0)
