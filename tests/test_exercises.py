@@ -172,7 +172,10 @@ def test_strip_solutions_removes_every_fence_style():
 def test_cli_errors_are_one_line_with_status_2(tmp_path):
     for args, expected in ((["grade", str(tmp_path / "missing_dir")], "missing_dir: no such folder"),
                            (["grade", str(tmp_path)], "no student folders"),
-                           (["check", str(tmp_path / "nope.ipynb")], "nope.ipynb: no such notebook")):
+                           (["check", str(tmp_path / "nope.ipynb")], "nope.ipynb: no such notebook"),
+                           (["check", str(release.EXERCISES / "01_offline_rl.ipynb"), "--time-limit", "-3"],
+                            "--time-limit must be a positive number of seconds, got -3"),
+                           (["grade", str(tmp_path), "--parallel", "0"], "--parallel must be at least 1")):
         r = subprocess.run([sys.executable, "-m", "minirl.classroom", *args], capture_output=True, text=True)
         assert r.returncode == 2, r.stderr
         assert r.stdout == "" and len(r.stderr.strip().splitlines()) == 1 and expected in r.stderr, r.stderr

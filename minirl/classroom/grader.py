@@ -242,6 +242,8 @@ def time_limit_of(spec: dict, time_limit: float | None) -> float:
     """A notebook's time limit: ``time_limit`` when given (the command line's ``--time-limit``), else the one its
     reference sets (``minirl_time_limit`` in its metadata, kept in the checks file), else
     :data:`DEFAULT_TIME_LIMIT`."""
+    if time_limit is not None and not time_limit > 0:
+        raise GradingError(f"--time-limit must be a positive number of seconds, got {time_limit:g}")
     return float(time_limit) if time_limit is not None else float(spec.get("time_limit", DEFAULT_TIME_LIMIT))
 
 
@@ -512,6 +514,8 @@ def grade_folder(folder: Path, checks: Path = CHECKS_FILE, time_limit: float | N
                  progress=None) -> tuple[list[TaskResult], list[Job]]:
     """Grade ``folder/<student>/<exercise>.ipynb``: one :class:`TaskResult` per student and task."""
     folder = Path(folder)
+    if parallel < 1:
+        raise GradingError(f"--parallel must be at least 1 (notebooks graded at once), got {parallel}")
     if not folder.is_dir():
         raise GradingError(f"{folder}: no such folder (expected a folder of submissions: {folder}/<student>/"
                            f"<exercise>.ipynb)")
