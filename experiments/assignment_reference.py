@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
 import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
@@ -65,17 +64,6 @@ def _one(job: tuple[str, int]) -> tuple[str, int, float, float]:
     return name, seed, score, time.perf_counter() - t
 
 
-def _machine() -> dict:
-    import torch
-    cpu = platform.processor()
-    try:
-        cpu = next(line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name"))
-    except (OSError, StopIteration):
-        pass
-    return {"cpu": cpu, "torch": torch.__version__, "precision": "float32", "threads_per_run": 1,
-            "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-
-
 def main() -> None:
     from minirl.classroom import project_checks as pc
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -92,8 +80,10 @@ def main() -> None:
             print(f"{r[0]:>13} seed {r[1]:>3}: score {r[2]:7.1f}  ({r[3]:.0f} s)", flush=True)
     OUT.mkdir(parents=True, exist_ok=True)
     ref = {s: sc for n, s, sc, _ in results if n == "reference"}
+    from run_suite import hardware  # the machine and software, as every suite run records them
     common = {**pc.GRADING, "dataset": pc.DATASET, "hidden": list(pc.HIDDEN), "n_actions": pc.N_ACTIONS,
-              "eval_episodes": pc.EVAL_EPISODES, **_machine(),
+              "eval_episodes": pc.EVAL_EPISODES, **hardware(), "precision": "float32", "threads_per_run": 1,
+              "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
               "seconds_per_run": round(sum(r[3] for r in results) / len(results), 1)}
     reference = {**common, "seeds": list(REFERENCE_SEEDS), "scores": [ref[s] for s in REFERENCE_SEEDS],
                  "grading_seed_score": ref[g], "tolerance": pc.TOLERANCE}

@@ -111,3 +111,14 @@ def test_the_written_row_says_whether_the_sweep_s_figure_was_saved():
 
 def _spec_of(name: str) -> dict:
     return release.notebook_spec(json.loads((release.SOLUTIONS / f"{name}.ipynb").read_text()), name)
+
+
+@pytest.mark.parametrize("key,value,message", [("minirl_minutes", -1, "minirl_minutes is -1"),
+                                               ("minirl_points", 0, "minirl_points of a agent cell is 0"),
+                                               ("minirl_points", True, "minirl_points of a agent cell is True")])
+def test_a_bad_points_or_minutes_entry_names_the_cell_s_metadata(key, value, message):
+    nb = json.loads((release.SOLUTIONS / "06_project.ipynb").read_text())
+    cell = next(c for c in nb["cells"] if "agent" in c["metadata"].get("tags", []))
+    cell["metadata"][key] = value
+    with pytest.raises(ValueError, match=f"06_project: {message}; expected a positive integer"):
+        release.notebook_spec(nb, "06_project")

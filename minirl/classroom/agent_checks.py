@@ -154,6 +154,13 @@ def _method(module: str, cls: str, name: str):
     return getattr(getattr(importlib.import_module(f"minirl.{module}"), cls), name)
 
 
+def _values(net_call):
+    """``net_call()`` without gradient, as a NumPy array: a probe of an agent's networks after an agent task."""
+    import torch
+    with torch.no_grad():
+        return net_call().numpy()
+
+
 def _q_table(net, states):
     import torch
     with torch.no_grad():
@@ -186,19 +193,13 @@ def check_discrete_cql_update(fn) -> None:
 def check_iql_update(fn) -> None:
     """Task: ``fn(agent, batch)`` does one update of a ``minirl.iql.IQL`` (V, then the actor, then the critics, then
     the target critics), as ``agent.update`` on :func:`continuous_exercise`'s data from the same seed."""
-    import torch
     batch = continuous_exercise()
     probe = batch["obs"][:16], batch["act"][:16]
-
-    def values(net_call):
-        with torch.no_grad():
-            return net_call().numpy()
-
     _check_agent("iql_update", fn, make_iql, batch, ("value_loss", "actor_loss", "critic_loss"), {
-        "V(s) at 16 states": lambda a: values(lambda: a.V(probe[0])),
-        "Q_i(s, a) of both critics at 16 pairs": lambda a: values(lambda: a.critic(*probe)),
-        "the target critics": lambda a: values(lambda: a.critic_target(*probe)),
-        "the actor's log-probabilities of 16 data actions": lambda a: values(lambda: a.actor.log_prob(*probe)),
+        "V(s) at 16 states": lambda a: _values(lambda: a.V(probe[0])),
+        "Q_i(s, a) of both critics at 16 pairs": lambda a: _values(lambda: a.critic(*probe)),
+        "the target critics": lambda a: _values(lambda: a.critic_target(*probe)),
+        "the actor's log-probabilities of 16 data actions": lambda a: _values(lambda: a.actor.log_prob(*probe)),
         "agent.step": lambda a: a.step,
     }, reference=_method("iql", "IQL", "update"))
 

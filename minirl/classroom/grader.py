@@ -39,7 +39,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from . import sandbox
-from .release import CHECKS_FILE, POINTS, SOLUTIONS
+from .release import CHECKS_FILE, POINTS, SOLUTIONS, STUDENT_RUN
 
 DEFAULT_TIME_LIMIT = 120.0  # seconds per notebook, unless its reference sets minirl_time_limit (checks.json)
 SUSPICIOUS = ("minirl.classroom", "minirl.exercises", "minirl.grading", "_VERDICTS", "Checks(", "addaudithook",
@@ -198,7 +198,7 @@ def _student_run_outputs(nb: dict) -> dict:
     """What the submission stores of the cells the student runs and the grader does not (tagged ``student-run``):
     how many there are, how many hold an output, and how many figures (PNG images) they hold."""
     cells = [c for c in nb["cells"] if c.get("cell_type") == "code"
-             and "student-run" in (c.get("metadata") or {}).get("tags", [])]
+             and STUDENT_RUN in (c.get("metadata") or {}).get("tags", [])]
     outputs = [c.get("outputs") or [] for c in cells]
     figures = sum(1 for out in outputs for o in out if isinstance(o, dict) and "image/png" in (o.get("data") or {}))
     return {"cells": len(cells), "with_output": sum(1 for out in outputs if out), "figures": figures}

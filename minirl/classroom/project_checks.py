@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .agent_checks import _check_agent, _method, continuous_exercise
+from .agent_checks import _check_agent, _method, _values, continuous_exercise
 from .checks import Checks
 
 DATASET = "pendulum-expert"                   # narrow data: offline SAC (alpha = 0) fails on it
@@ -95,18 +95,12 @@ def check_cql_update(fn) -> None:
     """Task: ``fn(agent, batch)`` does one update of a ``minirl.cql.CQL`` (alpha 1, fixed): its losses, critics,
     target critics, actor and entropy temperature must follow ``agent.update`` on :func:`continuous_exercise`'s data
     from the same seed (the random draws in the order the task states)."""
-    import torch
     batch = continuous_exercise()
     probe = batch["obs"][:16], batch["act"][:16]
-
-    def values(net_call):
-        with torch.no_grad():
-            return net_call().numpy()
-
     _check_agent("cql_update", fn, make_exercise_cql, batch, ("critic_loss", "td_loss", "cql_gap", "actor_loss"), {
-        "Q_i(s, a) of both critics at 16 pairs": lambda a: values(lambda: a.critic(*probe)),
-        "the target critics": lambda a: values(lambda: a.critic_target(*probe)),
-        "the actor's log-probabilities of 16 data actions": lambda a: values(lambda: a.actor.log_prob(*probe)),
+        "Q_i(s, a) of both critics at 16 pairs": lambda a: _values(lambda: a.critic(*probe)),
+        "the target critics": lambda a: _values(lambda: a.critic_target(*probe)),
+        "the actor's log-probabilities of 16 data actions": lambda a: _values(lambda: a.actor.log_prob(*probe)),
         "the entropy temperature log alpha": lambda a: float(a.log_alpha.detach()),
         "agent.step": lambda a: a.step,
     }, reference=_method("cql", "CQL", "update"))

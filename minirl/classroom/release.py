@@ -45,12 +45,17 @@ STUDENT_RUN = "student-run"  # a code cell the student runs (a long sweep, its f
 POINTS = {"function": 2, "agent": 5, "experiment": 3, "written": 4}
 
 
+def _positive_int(cell: dict, key: str, where: str, default: int | None = None) -> int | None:
+    """The cell's metadata ``key`` (``default`` if absent), which must be a positive integer when set."""
+    value = cell.get("metadata", {}).get(key, default)
+    if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value <= 0):
+        raise ValueError(f"{where} is {value!r}; expected a positive integer")
+    return value
+
+
 def points_of(cell: dict, level: str, name: str) -> int:
     """A task's points: the cell's ``minirl_points`` metadata if it has one (a positive integer), else :data:`POINTS`."""
-    value = cell.get("metadata", {}).get("minirl_points", POINTS[level])
-    if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-        raise ValueError(f"{name}: minirl_points of a {level} cell is {value!r}; expected a positive integer")
-    return value
+    return _positive_int(cell, "minirl_points", f"{name}: minirl_points of a {level} cell", POINTS[level])
 
 
 def stub_source(source: str) -> str:
@@ -184,10 +189,7 @@ def notebook_spec(nb: dict, name: str) -> dict:
 def minutes_of(cell: dict, name: str) -> int | None:
     """A cell's ``minirl_minutes`` metadata: a task's estimated writing time (overriding :data:`MINUTES`), or the
     measured minutes of a student-run cell's computation; ``None`` if absent."""
-    value = cell.get("metadata", {}).get("minirl_minutes")
-    if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value <= 0):
-        raise ValueError(f"{name}: minirl_minutes is {value!r}; expected a positive integer")
-    return value
+    return _positive_int(cell, "minirl_minutes", f"{name}: minirl_minutes")
 
 
 def _check_rubric(cell: dict | None, task: str, points: int, name: str) -> None:
