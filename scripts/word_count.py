@@ -1,0 +1,123 @@
+"""The book's reading budget: words per page, the total, and each chapter's stated reading time.
+
+    python scripts/word_count.py            # a table: page, words, minutes; the total against the budget
+    python scripts/word_count.py --check    # also exit 1 if the total is over the budget or a chapter's stated
+                                            # reading time disagrees with its count
+
+What is counted: every page the table of contents (`_toc.yml`) lists, a prose page as its whole Markdown source
+(math and code blocks included, HTML comments left out), a notebook as the text of its Markdown cells (its code and
+outputs are not read as prose). Two kinds of page are listed but not counted, because they are not required reading:
+the exercises page (``book/exercises``) and the laboratory appendix (``book/lab`` and the pages under it), which
+holds the per-seed numbers, machines and investigations behind the chapters' results.
+
+A chapter is a prose page with its notebooks (the toc's sections under it). Its reading time is its words at
+WORDS_PER_MINUTE, for mathematical text, rounded to the nearest 5 minutes; a chapter states it at its top as
+``Reading time: about N minutes`` and ``--check`` fails if the stated N is more than 5 minutes away from the count.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+BUDGET = 35_000
+WORDS_PER_MINUTE = 130
+NOT_COUNTED = ("book/exercises", "book/lab")   # a page is left out if its path is one of these or under one
+STATED = re.compile(r"Reading time:\**\s*about\s+(\d+)\s+minutes")
+COMMENT = re.compile(r"<!--.*?-->", re.S)
+
+
+def words(text: str) -> int:
+    """Whitespace-separated tokens, HTML comments left out."""
+    return len(COMMENT.sub(" ", text).split())
+
+
+def page_text(root: Path, name: str) -> str:
+    """The prose of one toc entry: a Markdown page's source, or a notebook's Markdown cells."""
+    md, nb = root / f"{name}.md", root / f"{name}.ipynb"
+    if md.exists():
+        return md.read_text(encoding="utf-8")
+    if nb.exists():
+        cells = json.loads(nb.read_text(encoding="utf-8"))["cells"]
+        return "\n\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "markdown")
+    raise FileNotFoundError(f"_toc.yml lists {name!r} but neither {name}.md nor {name}.ipynb exists")
+
+
+def counted(name: str) -> bool:
+    return not any(name == p or name.startswith(p + "/") for p in NOT_COUNTED)
+
+
+def chapters(root: Path) -> list[tuple[str, list[str]]]:
+    """(page, [its notebooks and other sections]) for every toc entry, the root page first."""
+    toc = yaml.safe_load((root / "_toc.yml").read_text(encoding="utf-8"))
+    out = [(toc["root"], [])]
+
+    def sections(entry):
+        names = []
+        for s in entry.get("sections", []) or []:
+            names.append(s["file"])
+            names.extend(sections(s))
+        return names
+
+    for entry in toc.get("chapters", []):
+        out.append((entry["file"], sections(entry)))
+    return out
+
+
+def minutes(n_words: int) -> int:
+    return max(5, 5 * round(n_words / WORDS_PER_MINUTE / 5))
+
+
+def report(root: Path = ROOT) -> tuple[list[dict], int, list[str]]:
+    """Rows per page, the counted total, and the problems --check reports."""
+    rows, total, problems = [], 0, []
+    for page, secs in chapters(root):
+        chapter_words = 0
+        for name in [page, *secs]:
+            n = words(page_text(root, name))
+            is_counted = counted(name)
+            rows.append({"page": name, "words": n, "counted": is_counted, "chapter": page})
+            if is_counted:
+                total += n
+                chapter_words += n
+        if not counted(page):
+            continue
+        m = STATED.search(page_text(root, page))
+        if secs and m is None:
+            problems.append(f"{page}.md: no 'Reading time: about N minutes' line (its count gives "
+                            f"{minutes(chapter_words)} minutes for {chapter_words} words)")
+        if m is not None and abs(int(m.group(1)) - minutes(chapter_words)) > 5:
+            problems.append(f"{page}.md states {m.group(1)} minutes; its {chapter_words} words "
+                            f"(page and notebooks) give {minutes(chapter_words)} at {WORDS_PER_MINUTE} a minute")
+        rows.append({"page": f"  = chapter {page}", "words": chapter_words, "counted": None, "chapter": page,
+                     "minutes": minutes(chapter_words)})
+    if total > BUDGET:
+        problems.append(f"the book has {total} words; the budget is {BUDGET}")
+    return rows, total, problems
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true",
+                        help="exit 1 if the total is over budget or a stated reading time disagrees with the count")
+    args = parser.parse_args(argv)
+    rows, total, problems = report()
+    print(f"{'page':<44} {'words':>7}  note")
+    for r in rows:
+        if r["counted"] is None:
+            print(f"{r['page']:<44} {r['words']:>7}  about {r['minutes']} min")
+        else:
+            print(f"{r['page']:<44} {r['words']:>7}  {'' if r['counted'] else 'not counted (not required reading)'}")
+    print(f"{'total (counted pages)':<44} {total:>7}  budget {BUDGET}")
+    for p in problems:
+        print(f"word_count: {p}", file=sys.stderr)
+    return 1 if (args.check and problems) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
