@@ -352,8 +352,9 @@ def _train_and_record(out: Path, algo: str, dataset: str, seed: int, scale: str,
               "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
               "hardware": hardware(), "command": command or " ".join(sys.argv)}
     (out / "result.json").write_text(json.dumps(result, indent=1))
-    for name in ("checkpoint.pt", "agent.pt"):  # big and reproducible: not part of the committed results
-        (out / name).unlink(missing_ok=True)
+    # the checkpoint (optimiser state included) is only for resuming; the final agent stays, git-ignored like the
+    # checkpoint (.gitignore), so that `minirl.runs.load_agent(out)` can roll it out later (e.g. the maze figures)
+    (out / "checkpoint.pt").unlink(missing_ok=True)
     return result
 
 

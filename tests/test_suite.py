@@ -91,7 +91,12 @@ def test_run_suite_writes_results_and_skips_finished_runs(tmp_path):
     data = load_dataset("pendulum-medium", get_scale("smoke").dataset_size, progress=False)
     assert result["data"] == {"episodes": data.return_stats()["episodes"], "sha256": data.fingerprint()}
     assert len(result["segments_s"]) == 1 and result["wall_time_s"] == result["segments_s"][0] > 0  # one part
-    assert not (run / "checkpoint.pt").exists() and not (run / "agent.pt").exists()
+    assert not (run / "checkpoint.pt").exists()  # only for resuming
+    from minirl.runs import load_agent  # the final agent is kept (git-ignored) and can be rolled out again
+    assert type(load_agent(run).agent).__name__ == "BC"
+    ignored = subprocess.run(["git", "check-ignore", "-q", "--no-index",
+                              "results/" + str(run.relative_to(tmp_path) / "agent.pt")], cwd=REPO)
+    assert ignored.returncode == 0, "results/**/agent.pt must stay out of git"
     assert "bc-hidden=32,32" in (tmp_path / tag / "summary.csv").read_text()
     second = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO)
     assert second.returncode == 0 and "skip" in second.stdout
