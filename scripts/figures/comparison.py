@@ -11,8 +11,8 @@
 
 The datasets are read with :func:`minirl.datasets.load_dataset`, which loads them from the cache
 (``$MINIRL_DATA``, default ``~/.cache/minirl``). In a fresh clone the cache is empty and the first run makes them
-(a Hopper roll-out of 1M transitions for each of ``hopper-medium`` and ``hopper-expert``: minutes, with a progress
-bar; ``hopper-medium-replay`` is the shipped buffer); a roll-out made on another kind of CPU can differ by a few
+(a Hopper roll-out of 1M transitions for each of ``hopper-medium`` and ``hopper-expert``, with a progress bar;
+``hopper-medium-replay`` is the shipped buffer); a roll-out made on another kind of CPU can differ by a few
 episodes (``minirl/datasets.py``). The runs of record trained on the roll-out of an AMD EPYC, which made these images.
 
     python scripts/make_figures.py comparison
@@ -24,11 +24,11 @@ from pathlib import Path
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
+import matplotlib.pyplot as plt
+import numpy as np
 
-from minirl import plots  # noqa: E402
-from minirl.datasets import load_dataset, normalized_score  # noqa: E402
+from minirl import plots
+from minirl.datasets import load_dataset, normalized_score
 
 ROOT = Path(__file__).resolve().parents[2]
 RECORD = ROOT / "results" / "record"
@@ -42,7 +42,7 @@ SAVE = {"dpi": 120, "bbox_inches": "tight", "metadata": {"Software": None}}
 
 def episode_scores(name: str) -> np.ndarray:
     """The normalised score of every episode of dataset ``name`` (made and cached on first use)."""
-    ds = load_dataset(name, progress=False)
+    ds = load_dataset(name)  # a progress bar only where the dataset is made
     return np.asarray(normalized_score("hopper", ds.episode_returns()), dtype=float)
 
 
