@@ -4,48 +4,34 @@
     python scripts/word_count.py --check    # also exit 1 if the total is over the budget or a chapter's stated
                                             # reading time disagrees with its count
 
-What is counted: every page the table of contents (`_toc.yml`) lists, a prose page as its whole Markdown source
-(math and code blocks included, HTML comments left out), a notebook as the text of its Markdown cells (its code and
-outputs are not read as prose). Two kinds of page are listed but not counted, because they are not required reading:
+What is counted (``minirl.classroom.reading``, which the course table's reading times use too): every page the table
+of contents (`_toc.yml`) lists, a prose page as its whole Markdown source (math, directives and code blocks included,
+HTML comments left out), a notebook as the text of its Markdown cells (its code and outputs are not read as prose). Two kinds of page are listed but not counted, because they are not required reading:
 the exercises page (``book/exercises``) and the laboratory appendix (``book/lab`` and the pages under it), which
 holds the per-seed numbers, machines and investigations behind the chapters' results.
 
 A chapter is a prose page with its notebooks (the toc's sections under it). Its reading time is its words at
 WORDS_PER_MINUTE, for mathematical text, rounded to the nearest 5 minutes; a chapter states it at its top as
-``Reading time: about N minutes`` and ``--check`` fails if the stated N is more than 5 minutes away from the count.
+``Reading time: about N minutes`` and ``--check`` fails if the stated N is more than 5 minutes away from the count;
+the same for the minutes in the root page's reading path (a table row naming the chapter with {doc} and ending
+in its minutes).
 """
 from __future__ import annotations
 
 import argparse
-import json
 import re
 import sys
 from pathlib import Path
 
 import yaml
 
+from minirl.classroom.reading import WORDS_PER_MINUTE, minutes, page_text, words
+
 ROOT = Path(__file__).resolve().parent.parent
 BUDGET = 35_000
-WORDS_PER_MINUTE = 130
 NOT_COUNTED = ("book/exercises", "book/lab")   # a page is left out if its path is one of these or under one
 STATED = re.compile(r"Reading time:\**\s*about\s+(\d+)\s+minutes")
-COMMENT = re.compile(r"<!--.*?-->", re.S)
-
-
-def words(text: str) -> int:
-    """Whitespace-separated tokens, HTML comments left out."""
-    return len(COMMENT.sub(" ", text).split())
-
-
-def page_text(root: Path, name: str) -> str:
-    """The prose of one toc entry: a Markdown page's source, or a notebook's Markdown cells."""
-    md, nb = root / f"{name}.md", root / f"{name}.ipynb"
-    if md.exists():
-        return md.read_text(encoding="utf-8")
-    if nb.exists():
-        cells = json.loads(nb.read_text(encoding="utf-8"))["cells"]
-        return "\n\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "markdown")
-    raise FileNotFoundError(f"_toc.yml lists {name!r} but neither {name}.md nor {name}.ipynb exists")
+INTRO_ROW = re.compile(r"^\|[^|]*\{doc\}`([\w/]+)`[^\n]*\|\s*(\d+)\s*\|\s*$", re.M)  # the intro's reading path
 
 
 def counted(name: str) -> bool:
@@ -67,10 +53,6 @@ def chapters(root: Path) -> list[tuple[str, list[str]]]:
     for entry in toc.get("chapters", []):
         out.append((entry["file"], sections(entry)))
     return out
-
-
-def minutes(n_words: int) -> int:
-    return max(5, 5 * round(n_words / WORDS_PER_MINUTE / 5))
 
 
 def report(root: Path = ROOT) -> tuple[list[dict], int, list[str]]:
@@ -96,6 +78,16 @@ def report(root: Path = ROOT) -> tuple[list[dict], int, list[str]]:
                             f"(page and notebooks) give {minutes(chapter_words)} at {WORDS_PER_MINUTE} a minute")
         rows.append({"page": f"  = chapter {page}", "words": chapter_words, "counted": None, "chapter": page,
                      "minutes": minutes(chapter_words)})
+    # the root page's reading path: | chapter {doc}`page` | ... | minutes |, each row against its chapter's count
+    per_chapter = {r["chapter"]: r["minutes"] for r in rows if r["counted"] is None}
+    root_page = chapters(root)[0][0]
+    for name, stated in INTRO_ROW.findall(page_text(root, root_page)):
+        page = str((Path(root_page).parent / name).as_posix())
+        if page not in per_chapter:
+            problems.append(f"{root_page}.md: its reading path names {{doc}}`{name}`, which is no chapter in _toc.yml")
+        elif abs(int(stated) - per_chapter[page]) > 5:
+            problems.append(f"{root_page}.md: its reading path gives {page} {stated} minutes; its count gives "
+                            f"{per_chapter[page]}")
     if total > BUDGET:
         problems.append(f"the book has {total} words; the budget is {BUDGET}")
     return rows, total, problems

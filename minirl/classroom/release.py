@@ -18,6 +18,8 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+from . import reading
+
 REPO = Path(__file__).resolve().parents[2]
 EXERCISES = REPO / "notebooks" / "exercises"
 SOLUTIONS = EXERCISES / "solutions"          # the reference notebooks: the only place the solutions live
@@ -29,7 +31,7 @@ CHAPTERS = {"01_offline_rl": ("offline_rl", ["01_offline_rl"]), "02_bcq": ("bcq"
             "03_cql": ("cql", ["03_cql"]), "04_iql": ("iql", ["04_iql"]),
             "04b_stitching": ("stitching", ["04b_stitching"]), "05_comparison": ("comparison", ["05_comparison"]),
             "06_project": (None, [])}  # the end-to-end assignment: no new reading (chapter 3 again)
-READING_WPM = 130  # words per minute for mathematical text (the third-edition issue's figure)
+READING_WPM = reading.WORDS_PER_MINUTE  # for mathematical text, as the book's reading budget counts
 MINUTES = {"function": 15, "agent": 45, "experiment": 20, "written": 15}  # a task's writing time: an assumption
 
 
@@ -302,16 +304,6 @@ def _setup_cell_problem(nb: dict, name: str) -> str | None:
     return None
 
 
-def _words(markdown: str) -> int:
-    """Words of Markdown prose, without fenced code blocks."""
-    return len(re.sub(r"^(`{3,}|~{3,}).*?^\1", " ", markdown, flags=re.S | re.M).split())
-
-
-def _notebook_words(path: Path) -> int:
-    nb = json.loads(path.read_text())
-    return sum(_words(_src(c)) for c in nb["cells"] if c["cell_type"] == "markdown")
-
-
 def course_table(specs: dict[Path, dict]) -> str:
     """``book/generated/course_table.md`` from the reference notebooks' checks-file entries (:func:`notebook_spec`, by
     notebook path): per exercise, its chapter's reading, its tasks and points, and the time a student is estimated
@@ -324,8 +316,8 @@ def course_table(specs: dict[Path, dict]) -> str:
             raise ValueError(f"{path.stem}: no chapter in release.CHAPTERS (name the prose page and notebooks it "
                              "follows)")
         chapter, notebooks = CHAPTERS[path.stem]
-        words = (_words((REPO / "book" / f"{chapter}.md").read_text()) if chapter else 0) + sum(
-            _notebook_words(REPO / "notebooks" / f"{n}.ipynb") for n in notebooks)
+        words = (reading.words(reading.page_text(REPO, f"book/{chapter}")) if chapter else 0) + sum(
+            reading.words(reading.notebook_markdown(REPO / "notebooks" / f"{n}.ipynb")) for n in notebooks)
         if words:  # to the nearest 500: an edit of a chapter rarely changes the table
             words = max(500, 500 * round(words / 500))
         graded = [c for c in spec["cells"] if c["kind"] in ("check", "written")]
@@ -333,18 +325,19 @@ def course_table(specs: dict[Path, dict]) -> str:
         auto = sum(c["points"] for c in graded if c["level"] != "written")
         written = sum(c["points"] for c in graded if c["level"] == "written")
         read = words / READING_WPM
-        work = _notebook_words(path) / READING_WPM + sum(c.get("minutes") or MINUTES[c["level"]] for c in graded)
+        work = reading.words(reading.notebook_markdown(path)) / READING_WPM + sum(
+            c.get("minutes") or MINUTES[c["level"]] for c in graded)
         work += sum(c.get("minutes") or 0 for c in spec["cells"] if c["kind"] == "student-run")
         totals.append((read, work, auto, written))
         pages = ", ".join(([f"`book/{chapter}.md`"] if chapter else []) + [f"`notebooks/{n}.ipynb`" for n in notebooks])
-        reading = f"about {words:,} words, {_hours(read)}" if words else "none new"
-        rows.append(f"| {pages + ', then ' if pages else ''}`{path.name}` | {reading} | "
+        reading_cell = f"about {words:,} words, {_hours(read)}" if words else "none new"
+        rows.append(f"| {pages + ', then ' if pages else ''}`{path.name}` | {reading_cell} | "
                     f"{' / '.join(str(count[lv]) for lv in MINUTES)} | {auto} + {written} | {_hours(work)} |")
     read, work, auto, written = (sum(column) for column in zip(*totals))
     rows.append(f"| **all** | {_hours(read)} | | {auto} + {written} | {_hours(work)} |")
     note = (f"Estimated, not measured with students: reading at {READING_WPM} words per minute (the prose page and its "
-            "notebook's Markdown, code blocks left out, counted to the nearest 500 words); an exercise's time is the "
-            "reading of its task statements at the same rate plus "
+            "notebook's Markdown, counted as the book's reading budget counts them, to the nearest 500 words); an "
+            "exercise's time is the reading of its task statements at the same rate plus "
             + ", ".join(f"{m} min per {lv} task" for lv, m in MINUTES.items()) +
             " (assumptions; the checks themselves take seconds), or a task's own estimate where its reference sets "
             "one (`minirl_minutes`), plus the measured computer time of the runs a notebook asks the student to start. "
