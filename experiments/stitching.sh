@@ -32,9 +32,24 @@ MAZE="$SUITE --eval-episodes 50"
 FIRST="pointmaze-medium-stitch-singletask-task1 pointmaze-medium-stitch-singletask-task2"
 FIRST_NAVIGATE="pointmaze-medium-navigate-singletask-task1 pointmaze-medium-navigate-singletask-task2"
 
+# Is it the budget? With every method at 0% on stitch tasks 1-2 and BC and 10%BC at 0% on the navigate control too,
+# IQL (the maze settings) trains six times longer, 300,000 steps evaluated every 25,000, on navigate task 1 (no
+# stitching needed) and stitch task 1, with LayerNorm in V and the critics (OGBench's networks have it; with it V
+# sloped the right way along the path in results/stitching-diagnostics) and without. One seed each: a diagnosis of
+# the `cpu` scale's budget (results/stitching-budget), not a result with an interval.
+BUDGET_PROBE="$MAZE --tag stitching-budget --algos iql --steps 300000 --eval-every 25000 --seeds 0"
+BUDGET_PROBE="${BUDGET_PROBE/--tag stitching /}"
+# The chapter's maze figure rolls out each method's seed-0 agent (experiments/maze_rollouts.py). Runs finished before
+# 2026-11-27 10:10 did not keep their agent, so the rollouts' BC, 10%BC and IQL are the same runs made again here
+# (results/stitching-rollouts; same settings and seed, so the same scores on the same CPU).
+ROLLOUT_AGENTS="$MAZE --tag stitching-rollouts --algos bc 10%bc iql --seeds 0"
+ROLLOUT_AGENTS="${ROLLOUT_AGENTS/--tag stitching /}"
 lane0=(
   "$MAZE --algos bc 10%bc iql --datasets $FIRST --seeds 0 1 2"
   "$MAZE --algos bc 10%bc iql --datasets $FIRST_NAVIGATE --seeds 0 1 2"
+  "$ROLLOUT_AGENTS --datasets pointmaze-medium-stitch-singletask-task1 pointmaze-medium-navigate-singletask-task1"
+  "$BUDGET_PROBE --datasets pointmaze-medium-navigate-singletask-task1 pointmaze-medium-stitch-singletask-task1 --set layer_norm=true"
+  "$BUDGET_PROBE --datasets pointmaze-medium-navigate-singletask-task1 pointmaze-medium-stitch-singletask-task1"
   "$MAZE --algos cql --datasets $FIRST --seeds 0 1 2"
   "$MAZE --algos bc 10%bc iql --datasets $STITCH --seeds 0 1 2"
   "$MAZE --algos bc 10%bc iql --datasets $NAVIGATE --seeds 0 1 2"

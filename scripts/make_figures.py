@@ -42,10 +42,17 @@ def main(argv=None) -> int:
     for name in args.pages:
         if name not in known:
             parser.error(f"pages: no scripts/figures/{name}.py (expected one of: {', '.join(known)})")
+    failed = 0
     for name in args.pages or known:
-        for path in run(name):
+        try:
+            paths = run(name)
+        except FileNotFoundError as e:  # a figure drawn from runs whose files are not here yet: say so, go on
+            print(f"make_figures: {name}: {e}", file=sys.stderr)
+            failed += 1
+            continue
+        for path in paths:
             print(path.relative_to(ROOT))
-    return 0
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

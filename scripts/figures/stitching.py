@@ -1,0 +1,68 @@
+"""The stitching chapter's maze figure: the data's trajectories, a task's start and goal, and one greedy rollout of each
+method, from the committed `results/stitching-rollouts/<dataset>.json` (written by experiments/maze_rollouts.py from
+the stitching grid's trained agents). The gridworld figure of the same chapter is saved by notebook 04b."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.patches import Rectangle  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+ROLLOUTS = ROOT / "results" / "stitching-rollouts"
+PANELS = (("pointmaze-medium-stitch-singletask-task1", "stitch task 1: short trajectories, none from start to goal"),
+          ("pointmaze-medium-navigate-singletask-task1", "navigate task 1 (the control): long goal-reaching runs"))
+NAMES = {"bc": "BC", "10%bc": "10%BC", "iql": "IQL", "cql": "CQL", "bcq": "BCQ"}
+COLORS = {"bc": "tab:blue", "10%bc": "tab:orange", "iql": "tab:green", "cql": "tab:red", "bcq": "tab:purple"}
+
+
+def draw(ax, r: dict, title: str) -> None:
+    unit, (ox, oy) = r["unit"], r["offset"]
+    for i, row in enumerate(r["walls"]):
+        for j, wall in enumerate(row):
+            if wall:
+                ax.add_patch(Rectangle((j * unit - ox - unit / 2, i * unit - oy - unit / 2), unit, unit,
+                                       color="0.35", lw=0))
+    for path in r["data"]:
+        xs, ys = zip(*path)
+        ax.plot(xs, ys, color="0.75", lw=0.5, alpha=0.6, zorder=1)
+    for label, m in r["methods"].items():
+        xs, ys = zip(*m["path"])
+        rate = "" if m["success_rate"] is None else f"; {100 * m['success_rate']:.0f}% of 50 episodes"
+        ax.plot(xs, ys, color=COLORS[label], lw=2, zorder=3,
+                label=f"{NAMES[label]}: {'reaches' if m['success'] else 'misses'} the goal{rate}")
+        ax.plot(xs[-1], ys[-1], "o", color=COLORS[label], ms=5, zorder=4)
+    ax.plot(*r["start"], "x", color="crimson", ms=12, mew=3, zorder=5, label="start")
+    ax.plot(*r["goal"], "*", color="gold", mec="black", ms=18, zorder=5, label="goal")
+    h, w = len(r["walls"]), len(r["walls"][0])
+    ax.set_xlim(-ox - unit / 2, (w - 1) * unit - ox + unit / 2)
+    ax.set_ylim((h - 1) * unit - oy + unit / 2, -oy - unit / 2)   # row 0 at the top, as the maze is drawn elsewhere
+    ax.set_aspect("equal")
+    ax.set_xlabel("x (maze units; a cell is 4)")
+    ax.set_ylabel("y (maze units)")
+    missing = ", ".join(NAMES[m] for m in r["missing"])
+    ax.set_title(title + (f"\n(no trained agent yet: {missing})" if missing else ""), fontsize=10)
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.12), fontsize=8, ncol=2, frameon=False)
+
+
+def main(out_dir: Path) -> list[Path]:
+    panels = [(json.loads((ROLLOUTS / f"{name}.json").read_text()), title) for name, title in PANELS
+              if (ROLLOUTS / f"{name}.json").is_file()]
+    if not panels:
+        raise FileNotFoundError(f"no rollouts under {ROLLOUTS.relative_to(ROOT)}: run "
+                                f"python experiments/maze_rollouts.py first")
+    with plt.rc_context({"font.size": 10}):
+        fig, axes = plt.subplots(1, len(panels), figsize=(6.2 * len(panels), 7.2), squeeze=False)
+        for ax, (r, title) in zip(axes[0], panels):
+            draw(ax, r, title)
+        fig.suptitle("One greedy rollout of each method (training seed 0, 50,000 steps); grey: 150 of the data's "
+                     "trajectories", fontsize=11)
+        fig.tight_layout()
+        path = out_dir / "stitching_rollouts.png"
+        fig.savefig(path, dpi=120, bbox_inches="tight", metadata={"Software": None})
+        plt.close(fig)
+    return [path]
