@@ -110,6 +110,7 @@ def segments(mask):
 def data_histogram(ax, actions):
     ax.hist(actions, bins=np.linspace(LOW, HIGH, 81), density=True, color=DATA_COLOR, alpha=0.6,
             label="the data's actions at s")
+    ax.set_ylim(0, 1.6 * ax.get_ylim()[1])  # headroom: the legend sits above the bars
     ax.set_ylabel("density")
     ax.set_yticks([])
 
@@ -227,7 +228,7 @@ def sweep_figure(path):
         for x, phi in zip(xs, SWEEP):
             err = [r["q_start"] - r["mc_discounted"] for r in runs[phi]]
             ax.plot(np.full(len(err), x), err, "o", color=Q_COLOR, ms=6, alpha=0.8)
-        ax.set_ylabel("estimate - return\n(start states, per seed)")
+        ax.set_ylabel("estimate - return\n(discounted, per seed)")
         ax.set_xticks(xs, [f"$\\Phi = {p:g}$" for p in SWEEP])
         ax.set_xlabel("constraint width (3 seeds each)")
         ax.set_ylim(-50, 110)
