@@ -92,12 +92,12 @@ def penalty_axis(path: Path) -> Path:
         ax.plot(GRID[qa.argmax()], top, marker="*", ms=13, color=colors[alpha], mec="k", mew=0.6, clip_on=False)
         if qa.max() > top:
             ax.annotate(f"argmax at a = {GRID[qa.argmax()]:g}, Q = {qa.max():.0f}", xy=(GRID[qa.argmax()], top),
-                        xytext=(0.3, 8.6), fontsize=8, color=colors[alpha], ha="right",
+                        xytext=(0.3, 8.6), fontsize=9, color=colors[alpha], ha="right",
                         arrowprops=dict(arrowstyle="->", color=colors[alpha]))
     ax.set_ylim(-6, 10)
     ax.set_ylabel("Q(s, a) (return units)")
     ax.set_title("Q at one state, fitted to the data; stars: argmax_a Q(s, a)")
-    ax.legend(fontsize=8, loc="lower left")
+    ax.legend(loc="lower center", bbox_to_anchor=(0.4, 0.0))   # below the data, clear of the curves
     for x in GRID[np.unique(idx)]:
         bx.axvline(x, color="0.85", lw=0.8, zorder=0)
     bx.bar(GRID, push, width=GRID[1] - GRID[0], color=np.where(push > 0, "C2", "C3"))
@@ -175,19 +175,19 @@ def gap_vs_n(path: Path) -> Path:
     i4, i10 = NS.index(4), NS.index(10)
     for k, name in ((4, "N = 4 (cpu scale)"), (10, "N = 10 (the paper)")):
         ax.axvline(k, color="0.6", lw=0.8)
-        ax.text(k * 1.04, 0.25, name, fontsize=8, color="0.3")
+        ax.text(k * 1.04, 0.25, name, fontsize=9, color="0.3")
     ax.annotate("", xy=(10, mean[i10]), xytext=(10, mean[i4]),
                 arrowprops=dict(arrowstyle="<->", color="C3", lw=1.5))
     ax.annotate("", xy=(4, mean[i4]), xytext=(10, mean[i4]),
                 arrowprops=dict(arrowstyle="-", color="C3", lw=0.8, ls="--"))
-    ax.text(10.8, (mean[i4] + mean[i10]) / 2, "ln(30/12) = 0.92\n+ a smaller bias", fontsize=8, color="C3",
+    ax.text(10.8, (mean[i4] + mean[i10]) / 2, "ln(30/12) = 0.92\n+ a smaller bias", fontsize=9, color="C3",
             va="center")
     ax.set_xscale("log")
     ax.set_ylim(0, 7.6)
     ax.set_xlabel("N, sampled actions per proposal (3N in all, log scale)")
-    ax.set_ylabel("estimated gap at one state")
+    ax.set_ylabel("estimated gap at one state (units of Q)")
     ax.set_title("One fixed critic, three action dimensions: its gap as CQL estimates it")
-    ax.legend(fontsize=8, loc="upper left")
+    ax.legend(loc="upper left")
     fig.tight_layout()
     fig.savefig(path, **SAVE)
     plt.close(fig)
@@ -224,7 +224,7 @@ def value_check(path: Path) -> Path:
         for ax in axes[1]:
             ax.set_xlabel("gradient steps (thousands)")
         for ax in axes[:, 0]:
-            ax.set_ylabel("estimate - return")
+            ax.set_ylabel("estimate - return (return units)")
         handles, labels = axes[0, 0].get_legend_handles_labels()
         fig.legend(handles, labels, loc="lower center", ncol=3, fontsize=10, bbox_to_anchor=(0.5, -0.01))
         fig.suptitle("Critic's estimate minus its policy's return (symmetric log; thin lines: seeds)", fontsize=12)
@@ -237,5 +237,6 @@ def value_check(path: Path) -> Path:
 def main(out_dir: Path) -> list[Path]:
     torch.set_num_threads(1)
     out_dir = Path(out_dir)
-    return [penalty_axis(out_dir / "cql_penalty_axis.png"), gap_vs_n(out_dir / "cql_gap_vs_n.png"),
-            value_check(out_dir / "cql_value_check.png")]
+    with plt.rc_context({"font.size": 11, "legend.fontsize": 9}):   # readable at 700 px; other pages keep defaults
+        return [penalty_axis(out_dir / "cql_penalty_axis.png"), gap_vs_n(out_dir / "cql_gap_vs_n.png"),
+                value_check(out_dir / "cql_value_check.png")]
