@@ -160,7 +160,7 @@ def data_figure(path: Path) -> Path:
         ax.set_title(title, fontsize=12)
     handles, names = axes[0].get_legend_handles_labels()
     fig.legend(handles, names, loc="lower center", ncol=5, bbox_to_anchor=(0.5, -0.08), frameon=False)
-    axes[0].set_ylabel("normalised score")
+    axes[0].set_ylabel("normalised score (100 = expert)")
     axes[0].set_ylim(0, 150)
     fig.tight_layout()
     fig.savefig(path, **SAVE)
