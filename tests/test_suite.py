@@ -181,7 +181,7 @@ def test_local_executor_makes_the_inline_runs_reports_failures_and_skips_finishe
     assert "1 of 2 run(s) failed: bc-hidden=16,16/pendulum-medium/s1" in err
     made = {d: tmp_path / d / "smoke-float32" / TINY_RUN / "s0" for d in ("inline", "local")}
     assert sorted(p.name for p in made["local"].iterdir()) == sorted(p.name for p in made["inline"].iterdir()) \
-        == ["config.json", "eval.csv", "log.jsonl", "result.json"]  # no lock, checkpoint or agent left
+        == ["agent.pt", "config.json", "eval.csv", "log.jsonl", "result.json"]  # no lock or checkpoint left
     inline, job = (json.loads((made[d] / "result.json").read_text()) for d in ("inline", "local"))
     assert inline.keys() == job.keys()
     for key in ("score", "return", "steps", "precision", "overrides", "label", "seed"):
