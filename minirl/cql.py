@@ -39,8 +39,9 @@ Which setting follows which reference
 * ``cql_alpha * alpha'`` (the multiplier scales the Lagrange term), ``bc_steps``, ``reward_multiplier`` and
   ``reward_bias``: young-geng/CQL and CORL (``algorithms/offline/cql.py``).
 * Discrete CQL: the structure of d3rlpy's ``DiscreteCQL`` (double DQN, hard target copies, alpha 1.0), but NOT its
-  TD loss: d3rlpy's DQN uses a Huber loss, :class:`DiscreteCQL` the plain squared error (they agree for TD errors
-  below 1).
+  TD loss: d3rlpy's DQN uses a Huber loss, :class:`DiscreteCQL` the plain squared error; for TD errors below 1 the
+  Huber loss is half the squared error, so at the same ``cql_alpha`` d3rlpy's penalty weighs twice as much against
+  the TD term.
 
 What this file does differently
 -------------------------------
