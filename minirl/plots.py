@@ -27,6 +27,15 @@ def results_path(path: str | Path) -> Path:
     return given if given.is_absolute() or given.exists() else _repo_root() / given
 
 
+def save_figure(fig, path: str | Path) -> Path:
+    """Save ``fig`` as the book's figures are saved (120 dpi, cropped to its contents, no software version in the
+    PNG's metadata, so the same figure gives the same bytes) and close it."""
+    import matplotlib.pyplot as plt
+    fig.savefig(path, dpi=120, bbox_inches="tight", metadata={"Software": None})
+    plt.close(fig)
+    return Path(path)
+
+
 def load_results(root: str | Path = "results/cpu") -> list[dict]:
     """Every finished run under ``root``, as a list of dicts (the fields of ``result.json``) with two additions:
     ``curve`` (a dict of numpy arrays ``step``, ``score``, ``return``, and the value check's ``q_start`` and

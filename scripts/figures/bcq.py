@@ -29,7 +29,6 @@ import torch  # noqa: E402
 
 from minirl import bcq, nets, plots  # noqa: E402
 
-SAVE = dict(dpi=120, bbox_inches="tight", metadata={"Software": None})
 LOW, HIGH = -1.0, 1.0                    # action bounds: half the range is 1, so a shift of Phi is Phi
 N_CANDIDATES = 10                        # n, the target's number of VAE samples
 PHI = 0.05                               # BCQ's default
@@ -165,8 +164,7 @@ def pipeline_figure(actions, vae, pert, path):
     ax.legend(loc="lower left", fontsize=10)
     ax.set_xlim(LOW, HIGH)
     fig.tight_layout()
-    fig.savefig(path, **SAVE)
-    plt.close(fig)
+    plots.save_figure(fig, path)
 
 
 def reach_figure(actions, vae, path):
@@ -197,8 +195,7 @@ def reach_figure(actions, vae, path):
     ax1.set_title("reachable: the VAE's proposals widened by $\\Phi$ (star: best under the critic)", loc="left",
                   fontsize=11)
     fig.tight_layout()
-    fig.savefig(path, **SAVE)
-    plt.close(fig)
+    plots.save_figure(fig, path)
 
 
 SWEEP = {0.0: ("record-bcq-phi", "bcq-phi=0.0"), 0.05: ("record", "bcq"), 0.25: ("record-bcq-phi", "bcq-phi=0.25")}
@@ -236,8 +233,7 @@ def sweep_figure(path):
         ax.text(0.98, 0.06, "critic below the return", transform=ax.transAxes, fontsize=10, ha="right")
     axes[0, 0].set_ylabel("final normalised score")
     fig.tight_layout()
-    fig.savefig(path, **SAVE)
-    plt.close(fig)
+    plots.save_figure(fig, path)
 
 
 def main(out_dir: Path) -> list[Path]:

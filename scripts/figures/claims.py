@@ -84,6 +84,5 @@ def _draw(out_dir: Path) -> list[Path]:
 
     fig.tight_layout()
     path = out_dir / "claims_intervals.png"
-    fig.savefig(path, dpi=120, bbox_inches="tight", metadata={"Software": None})
-    plt.close(fig)
+    plots.save_figure(fig, path)
     return [path]

@@ -37,7 +37,6 @@ ALGOS = ["bc", "10%bc", "bcq", "cql", "cql-lagrange", "iql", "sac-offline"]
 NAMES = {"bc": "BC", "10%bc": "10%BC", "bcq": "BCQ", "cql": "CQL", "cql-lagrange": "CQL-Lagrange", "iql": "IQL",
          "sac-offline": "offline SAC"}
 COLORS = {a: f"C{i}" for i, a in enumerate(ALGOS)}  # the comparison notebook's colours
-SAVE = {"dpi": 120, "bbox_inches": "tight", "metadata": {"Software": None}}
 
 
 def episode_scores(name: str) -> np.ndarray:
@@ -79,8 +78,7 @@ def returns_figure(path: Path, record: list[dict]) -> Path:
     handles, labels = axes[0, 0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="outside lower center", ncol=2, fontsize=10)
     fig.suptitle("What 10%BC clones: the best tenth of each dataset (0 = random, 100 = expert)", fontsize=12)
-    fig.savefig(path, **SAVE)
-    plt.close(fig)
+    plots.save_figure(fig, path)
     return path
 
 
@@ -108,8 +106,7 @@ def main_figure(path: Path, record: list[dict]) -> Path:
         ax.grid(axis="x", color="0.9")
     fig.suptitle("Final scores at 50,000 gradient steps: mean (dot), 95% bootstrap interval (bar),\n"
                  "seeds (ticks); shaded: 10%BC's interval; dotted: the expert (100)", fontsize=11)
-    fig.savefig(path, **SAVE)
-    plt.close(fig)
+    plots.save_figure(fig, path)
     return path
 
 

@@ -25,7 +25,6 @@ from torch.distributions import Normal  # noqa: E402
 
 from minirl import cql, plots  # noqa: E402
 
-SAVE = dict(dpi=120, bbox_inches="tight", metadata={"Software": None})
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -107,8 +106,7 @@ def penalty_axis(path: Path) -> Path:
     bx.set_ylabel("push on Q(s, a)\n-(softmax Q - data)")
     bx.set_title("The penalty's push on the unpenalised Q (grey: actions in the data)", fontsize=10)
     fig.tight_layout()
-    fig.savefig(path, **SAVE)
-    plt.close(fig)
+    plots.save_figure(fig, path)
     return path
 
 
@@ -189,8 +187,7 @@ def gap_vs_n(path: Path) -> Path:
     ax.set_title("One fixed critic, three action dimensions: its gap as CQL estimates it")
     ax.legend(loc="upper left")
     fig.tight_layout()
-    fig.savefig(path, **SAVE)
-    plt.close(fig)
+    plots.save_figure(fig, path)
     return path
 
 
@@ -229,8 +226,7 @@ def value_check(path: Path) -> Path:
         fig.legend(handles, labels, loc="lower center", ncol=3, fontsize=10, bbox_to_anchor=(0.5, -0.01))
         fig.suptitle("Critic's estimate minus its policy's return (symmetric log; thin lines: seeds)", fontsize=12)
         fig.tight_layout(rect=(0, 0.05, 1, 1))
-        fig.savefig(path, **SAVE)
-        plt.close(fig)
+        plots.save_figure(fig, path)
     return path
 
 

@@ -31,7 +31,6 @@ from minirl import plots  # noqa: E402
 from minirl import tabular as tab  # noqa: E402
 from minirl.iql import awr_weights, expectile_loss  # noqa: E402
 
-SAVE = dict(dpi=120, bbox_inches="tight", metadata={"Software": None})
 # large type: the page shows a two-panel figure about 700 px wide
 STYLE = {"font.size": 13, "axes.titlesize": 13, "axes.labelsize": 13, "legend.fontsize": 11,
          "xtick.labelsize": 11, "ytick.labelsize": 11}
@@ -69,8 +68,7 @@ def expectile_figure(path: Path) -> Path:
     ax1.set_title("values 0, 1, 2, 5 (probabilities .4, .3, .2, .1)")
     ax1.legend(loc="lower right")
     fig.tight_layout()
-    fig.savefig(path, **SAVE)
-    plt.close(fig)
+    plots.save_figure(fig, path)
     return path
 
 
@@ -117,8 +115,7 @@ def awr_figure(path: Path) -> Path:
     ax1.set_title("extracted policy, 20-state MDP, tau = 0.7")
     ax1.legend(loc="center right")
     fig.tight_layout()
-    fig.savefig(path, **SAVE)
-    plt.close(fig)
+    plots.save_figure(fig, path)
     return path
 
 
@@ -163,8 +160,7 @@ def data_figure(path: Path) -> Path:
     axes[0].set_ylabel("normalised score (100 = expert)")
     axes[0].set_ylim(0, 150)
     fig.tight_layout()
-    fig.savefig(path, **SAVE)
-    plt.close(fig)
+    plots.save_figure(fig, path)
     return path
 
 

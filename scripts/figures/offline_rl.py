@@ -21,6 +21,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 from matplotlib.patches import Rectangle  # noqa: E402
 
+from minirl import plots  # noqa: E402
 from minirl import tabular as tab  # noqa: E402
 
 
@@ -85,6 +86,5 @@ def _draw(out_dir: Path) -> list[Path]:
 
     fig.tight_layout()
     path = out_dir / "offline_rl_unseen.png"
-    fig.savefig(path, dpi=120, bbox_inches="tight", metadata={"Software": None})
-    plt.close(fig)
+    plots.save_figure(fig, path)
     return [path]

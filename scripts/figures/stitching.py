@@ -12,6 +12,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.patches import Rectangle  # noqa: E402
 
+from minirl import plots  # noqa: E402
+
 ROOT = Path(__file__).resolve().parents[2]
 ROLLOUTS = ROOT / "results" / "stitching-rollouts"
 PANELS = (("pointmaze-medium-stitch-singletask-task1", "stitch task 1: short trajectories, none from start to goal"),
@@ -63,6 +65,5 @@ def main(out_dir: Path) -> list[Path]:
                      "trajectories", fontsize=11)
         fig.tight_layout()
         path = out_dir / "stitching_rollouts.png"
-        fig.savefig(path, dpi=120, bbox_inches="tight", metadata={"Software": None})
-        plt.close(fig)
+        plots.save_figure(fig, path)
     return [path]
