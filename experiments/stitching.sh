@@ -26,7 +26,8 @@ cd "$(dirname "$0")/.."
 tasks() { for k in 1 2 3 4 5; do printf 'pointmaze-medium-%s-singletask-task%s ' "$1" "$k"; done; }
 STITCH=$(tasks stitch)
 NAVIGATE=$(tasks navigate)
-SUITE="python experiments/run_suite.py --scale cpu --precision auto --threads 1 --tag stitching"
+RUN="python experiments/run_suite.py --scale cpu --precision auto --threads 1"   # every lane command, before its tag
+SUITE="$RUN --tag stitching"
 MAZE="$SUITE --eval-episodes 50"
 
 FIRST="pointmaze-medium-stitch-singletask-task1 pointmaze-medium-stitch-singletask-task2"
@@ -37,13 +38,11 @@ FIRST_NAVIGATE="pointmaze-medium-navigate-singletask-task1 pointmaze-medium-navi
 # stitching needed) and stitch task 1, with LayerNorm in V and the critics (OGBench's networks have it; with it V
 # sloped the right way along the path in results/stitching-diagnostics) and without. One seed each: a diagnosis of
 # the `cpu` scale's budget (results/stitching-budget), not a result with an interval.
-BUDGET_PROBE="$MAZE --tag stitching-budget --algos iql --steps 300000 --eval-every 25000 --seeds 0"
-BUDGET_PROBE="${BUDGET_PROBE/--tag stitching /}"
+BUDGET_PROBE="$RUN --eval-episodes 50 --tag stitching-budget --algos iql --steps 300000 --eval-every 25000 --seeds 0"
 # The chapter's maze figure rolls out each method's seed-0 agent (experiments/maze_rollouts.py). Runs finished before
 # 2026-11-27 10:10 did not keep their agent, so the rollouts' BC, 10%BC and IQL are the same runs made again here
 # (results/stitching-rollouts; same settings and seed, so the same scores on the same CPU).
-ROLLOUT_AGENTS="$MAZE --tag stitching-rollouts --algos bc 10%bc iql --seeds 0"
-ROLLOUT_AGENTS="${ROLLOUT_AGENTS/--tag stitching /}"
+ROLLOUT_AGENTS="$RUN --eval-episodes 50 --tag stitching-rollouts --algos bc 10%bc iql --seeds 0"
 lane0=(
   "$MAZE --algos bc 10%bc iql --datasets $FIRST --seeds 0 1 2"
   "$MAZE --algos bc 10%bc iql --datasets $FIRST_NAVIGATE --seeds 0 1 2"
