@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import math
 import sys
 from pathlib import Path
 
@@ -68,11 +69,20 @@ class BatchedIQL:
 
     def __init__(self, agents: list[iql.IQL]):
         cfg = self.cfg = agents[0].cfg
+        if cfg.target_update_period != 1:
+            raise ValueError(f"BatchedIQL updates the target critics every step; target_update_period is "
+                             f"{cfg.target_update_period}")
         self.value = _Stacked([a.value for a in agents], cfg.value_lr)
         self.log_prob = _Stacked([_LogProb(a.actor) for a in agents], cfg.actor_lr)
         self.critic = _Stacked([a.critic for a in agents], cfg.critic_lr)
         self.critic_target = _Stacked([a.critic_target for a in agents], None)
-        self.step = agents[0].step
+        # the step count and the actor's learning rate live on the device, and the cosine schedule is computed there,
+        # so that a CUDA graph of this update (minirl.devices.CapturedStep) follows the schedule when replayed
+        device = next(iter(self.critic.params.values())).device
+        self.t = torch.full((), float(agents[0].step), device=device)
+        self.actor_lr = torch.tensor(cfg.actor_lr, device=device)
+        for group in self.log_prob.opt.param_groups:
+            group["lr"] = self.actor_lr
 
     def update(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         cfg = self.cfg
@@ -87,25 +97,25 @@ class BatchedIQL:
             y = iql.q_target(batch["rew"], batch["done"], self.value(batch["next_obs"]).squeeze(-1), cfg.gamma)
         weights = iql.awr_weights(q_min - v, cfg.beta, cfg.max_exp_adv)
         loss_pi = per_seed(iql.awr_actor_loss, weights, -self.log_prob(obs, act))
-        lr = iql.cosine_lr(self.step, cfg.max_steps, cfg.actor_lr) if cfg.cosine_actor_lr else cfg.actor_lr
-        for group in self.log_prob.opt.param_groups:
-            group["lr"] = lr
+        if cfg.cosine_actor_lr:  # iql.cosine_lr, as tensor arithmetic
+            progress = self.t.clamp(max=cfg.max_steps) / cfg.max_steps
+            self.actor_lr.copy_(cfg.actor_lr * 0.5 * (1.0 + torch.cos(math.pi * progress)))
         self.log_prob.step(loss_pi)
         loss_q = per_seed(iql.critic_loss, self.critic(obs, act), y)
         self.critic.step(loss_q)
-        self.step += 1
-        if self.step % cfg.target_update_period == 0:
-            with torch.no_grad():
-                torch._foreach_lerp_(list(self.critic_target.params.values()), list(self.critic.params.values()),
-                                     cfg.tau)
+        self.t += 1
+        with torch.no_grad():  # target_update_period = 1 (the paper's; checked in __init__)
+            torch._foreach_lerp_(list(self.critic_target.params.values()), list(self.critic.params.values()),
+                                 cfg.tau)
         return {"value_loss": loss_v.detach(), "actor_loss": loss_pi.detach(), "critic_loss": loss_q.detach()}
 
 
-def make_agents(data, k: int, device: str = "cpu") -> list[iql.IQL]:
+def make_agents(data, k: int, device: str = "cpu", **overrides) -> list[iql.IQL]:
+    """K IQL agents with the paper's settings (and ``overrides``), seeded 0..K-1."""
     agents = []
     for seed in range(k):
         torch.manual_seed(seed)
-        agents.append(runs.make_agent("iql", data, device, max_steps=1_000_000)[0])
+        agents.append(runs.make_agent("iql", data, device, **{"max_steps": 1_000_000, **overrides})[0])
     return agents
 
 
@@ -115,14 +125,15 @@ def stacked_batch(data, k: int, batch_size: int, gens, device: str = "cpu") -> d
     return {key: torch.stack([b[key] for b in batches]) for key in batches[0]}
 
 
-def check_same_as_plain(data, k: int = 3, steps: int = 3, batch_size: int = 64) -> float:
+def check_same_as_plain(data, k: int = 3, steps: int = 3, batch_size: int = 64, device: str = "cpu",
+                        **overrides) -> float:
     """Largest difference between K plain updates and one batched update (losses, then parameters); float32."""
-    plain = make_agents(data, k)
+    plain = make_agents(data, k, device, **overrides)
     batched = BatchedIQL(copy.deepcopy(plain))
-    gens = [torch.Generator().manual_seed(100 + i) for i in range(k)]
+    gens = [torch.Generator(device=device).manual_seed(100 + i) for i in range(k)]
     worst = 0.0
     for _ in range(steps):
-        batch = stacked_batch(data, k, batch_size, gens)
+        batch = stacked_batch(data, k, batch_size, gens, device)
         logs = [a.update({key: v[i] for key, v in batch.items()}) for i, a in enumerate(plain)]
         together = batched.update(batch)
         for name in ("value_loss", "actor_loss", "critic_loss"):

@@ -189,3 +189,109 @@ def compile_agent(agent, backend: str = "inductor", mode: str | None = None) -> 
     if not names:
         raise ValueError(f"{type(agent).__name__} has no torch.nn.Module attributes to compile")
     return names
+
+
+# --------------------------------------------------------------------------------------------------------------
+# CUDA graphs: one training step recorded once, replayed as one launch
+# --------------------------------------------------------------------------------------------------------------
+
+def _state_tensors(obj, seen: set | None = None, depth: int = 0) -> list[torch.Tensor]:
+    """Every tensor an agent holds: its networks' parameters and buffers, its optimisers' state, and tensors held in
+    its attributes (directly, or in dicts, lists and plain objects, a few levels down)."""
+    seen = set() if seen is None else seen
+    if id(obj) in seen or depth > 4:
+        return []
+    seen.add(id(obj))
+    if isinstance(obj, torch.Tensor):
+        return [obj]
+    if isinstance(obj, torch.nn.Module):
+        return [t for t in obj.state_dict(keep_vars=True).values() if isinstance(t, torch.Tensor)]
+    if isinstance(obj, torch.optim.Optimizer):
+        return [t for state in obj.state.values() for t in state.values() if isinstance(t, torch.Tensor)]
+    if isinstance(obj, dict):
+        items = list(obj.values())
+    elif isinstance(obj, (list, tuple)):
+        items = list(obj)
+    elif hasattr(obj, "__dict__") and not isinstance(obj, type):
+        items = list(vars(obj).values())
+    else:
+        return []
+    return [t for item in items for t in _state_tensors(item, seen, depth + 1)]
+
+
+def _optimizers(obj, seen: set | None = None, depth: int = 0) -> list[torch.optim.Optimizer]:
+    seen = set() if seen is None else seen
+    if id(obj) in seen or depth > 4 or isinstance(obj, (torch.Tensor, torch.nn.Module, type)):
+        return []
+    seen.add(id(obj))
+    if isinstance(obj, torch.optim.Optimizer):
+        return [obj]
+    items = (list(obj.values()) if isinstance(obj, dict) else list(obj) if isinstance(obj, (list, tuple))
+             else list(vars(obj).values()) if hasattr(obj, "__dict__") else [])
+    return [o for item in items for o in _optimizers(item, seen, depth + 1)]
+
+
+class CapturedStep:
+    """``step()`` (sampling a batch on the GPU and updating ``agent``) recorded once as a CUDA graph; each call
+    replays the whole step as one launch instead of one launch per operation.
+
+    The update itself is the agent's own ``update()``, unchanged; what makes it capturable:
+
+    * every optimiser of the agent gets ``capturable=True`` (its step count on the GPU);
+    * the step is run ``warmup`` times on a side stream before the capture (CUDA's rule: lazy state such as Adam's
+      moments is allocated there), then the agent is put back as it was: every tensor it held is restored, the
+      tensors the warm-up created (Adam's moments and step counts) are zeroed, which is a fresh optimiser's state,
+      the agent's integer counters (``agent.step``) are restored, and so is the GPU's random generator. So the first
+      replay is the first update, and replays draw the same random numbers as eager updates from the same seed;
+    * a counter the update increments in Python is incremented after each replay (the replay runs no Python).
+
+    What a graph cannot follow: Python control flow that depends on the step (``if step % period``, CQL's
+    ``bc_steps``) is taken as it was at the capture, and a learning rate set as a Python number inside the update is
+    frozen at its captured value. Keep schedules on the device (a tensor learning rate) to capture them.
+
+    ``step`` must draw its random numbers from the default generator (``dataset.sample(B, device)`` with no
+    generator); ``context`` is entered around it (e.g. bfloat16 autocast, which must have ``cache_enabled=False``).
+    The logs returned are the graph's output tensors, overwritten by the next replay: read them before it.
+    """
+
+    def __init__(self, step, agent, *, warmup: int = 3, context=None):
+        if not torch.cuda.is_available():
+            raise RuntimeError("CapturedStep needs a CUDA GPU (CUDA graphs)")
+        self._step, self.agent = step, agent
+        context = context if context is not None else contextlib.nullcontext
+        for opt in _optimizers(agent):
+            for group in opt.param_groups:
+                group["capturable"] = True
+        before = {id(t): (t, t.detach().clone()) for t in _state_tensors(agent)}
+        counters0 = {k: v for k, v in vars(agent).items() if isinstance(v, int) and not isinstance(v, bool)}
+        rng = torch.cuda.get_rng_state()
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for _ in range(warmup):
+                with context():
+                    step()
+        torch.cuda.current_stream().wait_stream(side)
+        counters1 = {k: getattr(agent, k) for k in counters0}
+        self.graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(self.graph):
+            with context():
+                self.logs = step()
+        # the integer attributes that one update advanced by one: counters to keep in step with the replays
+        self.counters = [k for k in counters0 if getattr(agent, k) == counters1[k] + 1 == counters0[k] + warmup + 1]
+        with torch.no_grad():
+            for t in _state_tensors(agent):
+                if id(t) in before:
+                    t.copy_(before[id(t)][1])
+                else:
+                    t.zero_()
+        for k, v in counters0.items():
+            setattr(agent, k, v)
+        torch.cuda.set_rng_state(rng)
+        torch.cuda.synchronize()
+
+    def __call__(self) -> dict:
+        self.graph.replay()
+        for k in self.counters:
+            setattr(self.agent, k, getattr(self.agent, k) + 1)
+        return self.logs

@@ -1,0 +1,440 @@
+"""The `full` scale on one GPU: correctness first, then the speed table, then a real full-scale IQL run of K seeds.
+
+    bash benchmarks/gpu.sh                              # on a bare GPU machine: installs, then runs the line below
+    python benchmarks/gpu.py --out DIR --budget 420     # on a GPU: everything, within --budget seconds
+    python benchmarks/gpu.py --dry-run                  # on a CPU: the same steps at small sizes (no CUDA graphs)
+    python benchmarks/gpu.py --evaluate DIR             # on a machine with MuJoCo: score the run's saved actors
+
+What it does, in order, each step skipped with a line saying so when the budget is spent:
+
+1. **Checks** (float32): K = 3 IQL seeds as one batched update equal 3 plain updates from the same batches
+   (``batched_seeds.check_same_as_plain``); for BC, BCQ, CQL and IQL, and for the batched IQL, the update replayed as
+   a CUDA graph (:class:`minirl.devices.CapturedStep`) equals the eager update, losses and parameters, over 20 steps
+   from the same seed (IQL with a constant actor learning rate: its cosine schedule is a Python number, which a graph
+   freezes; the batched IQL keeps its schedule on the device and is checked with it).
+2. **The speed table**: updates/s and seed-updates/s of each algorithm at its paper's sizes (``runs`` scale
+   ``full``) on Hopper-sized synthetic data (obs 11, action 3, batch 256), eager float32, eager bfloat16 (autocast),
+   captured float32, captured bfloat16; and the batched IQL at K = 1, 5, 10 seeds. A step is what ``train`` does per
+   step: sample a batch on the device, update. Each rate is timed over ``--seconds`` after a warm-up; the projected
+   time is that of 1M steps for all K seeds, updates only (no evaluation).
+3. **A real run**: K = ``--train-seeds`` IQL seeds (the paper's MuJoCo settings, a cosine schedule over 1M steps)
+   on the shipped ``hopper-medium-replay`` as one batched update, captured (eager if the capture check failed), for
+   as many steps as the budget leaves. Every ``--snapshot-every`` steps each seed's actor is kept; the actors are
+   written to ``DIR/curve_s<seed>.pt`` and scored later on a machine with MuJoCo (``--evaluate DIR``), since the GPU
+   machine lacks it. No evaluation runs on the GPU, so the run's rate is the update rate.
+
+Everything printed and written names the GPU, torch's version and the precision.
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import copy
+import json
+import platform
+import sys
+import time
+import traceback
+from dataclasses import asdict
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from minirl import devices, runs
+
+sys.path.insert(0, str(Path(__file__).parent))
+import batched_seeds  # noqa: E402  (beside this file)
+from speed import _timed_loop, synthetic_dataset  # noqa: E402
+
+ALGOS = ("bc", "bcq", "cql", "iql")
+TRAIN_DATASET = "hopper-medium-replay"
+
+
+class Budget:
+    def __init__(self, seconds: float):
+        self.end = time.monotonic() + seconds
+
+    def left(self) -> float:
+        return self.end - time.monotonic()
+
+
+def first_line(e: BaseException) -> str:
+    text = (str(e).strip().splitlines() or [""])[0]
+    return f"{type(e).__name__}: {text}"[:160]
+
+
+def floats(logs: dict) -> dict[str, float]:
+    return {k: float(v) for k, v in logs.items()}
+
+
+def module_tensors(agent) -> list[torch.Tensor]:
+    """The parameters and buffers of every network ``agent`` holds, in a fixed order (for comparing two copies)."""
+    out = []
+    for name in sorted(vars(agent)):
+        value = getattr(agent, name)
+        if isinstance(value, torch.nn.Module):
+            out += [t for t in value.state_dict().values()]
+        elif isinstance(value, batched_seeds._Stacked):
+            out += [value.params[k] for k in sorted(value.params)]
+    return out
+
+
+def make_single(algo: str, data, device: str, sizes: str, **overrides):
+    """``algo`` at scale ``sizes``' network sizes, with a long schedule where the config has one."""
+    cfg = {**runs.get_scale(sizes).config_for(algo), **overrides}
+    if "max_steps" in runs._config_fields(algo):
+        cfg.setdefault("max_steps", 1_000_000)
+    return runs.make_agent(algo, data, device, **cfg)[0]
+
+
+def joint_batch(tensors: dict, n: int, k: int, batch_size: int) -> dict[str, torch.Tensor]:
+    """K batches at once, ``(K, B, ...)``, from the default generator on the data's device (capturable)."""
+    idx = torch.randint(n, (k, batch_size), device=tensors["obs"].device)
+    return {key: tensors[key][idx] for key in ("obs", "act", "rew", "next_obs", "done")}
+
+
+def capture_context(bf16: bool):
+    """bfloat16 autocast without its weight cache (a CUDA graph needs ``cache_enabled=False``), or nothing."""
+    if not bf16:
+        return contextlib.nullcontext
+    return lambda: torch.autocast("cuda", dtype=torch.bfloat16, cache_enabled=False)
+
+
+def compare(eager_logs, captured_logs, a, b) -> float:
+    """Largest relative difference of the logged losses, and absolute difference of the parameters."""
+    worst = 0.0
+    for e, c in zip(eager_logs, captured_logs):
+        for k in e:
+            if k in c:
+                worst = max(worst, abs(e[k] - c[k]) / max(1.0, abs(e[k])))
+    for x, y in zip(module_tensors(a), module_tensors(b)):
+        if x.is_floating_point():
+            worst = max(worst, float((x - y).abs().max()))
+    return worst
+
+
+def check_captured_single(algo: str, data, device: str, sizes: str, steps: int = 20, batch_size: int = 256):
+    overrides = {"cosine_actor_lr": False} if algo == "iql" else {}
+    agent = make_single(algo, data, device, sizes, **overrides)
+    twin = copy.deepcopy(agent)
+    torch.cuda.manual_seed(1)
+    eager = [floats(agent.update(data.sample(batch_size, device))) for _ in range(steps)]
+    torch.cuda.manual_seed(1)
+    captured = devices.CapturedStep(lambda: twin.update(data.sample(batch_size, device)), twin)
+    replays = [floats(captured()) for _ in range(steps)]
+    return compare(eager, replays, agent, twin)
+
+
+def check_captured_batched(data, device: str, k: int = 3, steps: int = 20, batch_size: int = 256):
+    tensors, n = data.to_tensors(device), len(data)
+    plain = batched_seeds.BatchedIQL(batched_seeds.make_agents(data, k, device))
+    twin = copy.deepcopy(plain)
+    torch.cuda.manual_seed(1)
+    eager = [floats(plain.update(joint_batch(tensors, n, k, batch_size))) for _ in range(steps)]
+    torch.cuda.manual_seed(1)
+    captured = devices.CapturedStep(lambda: twin.update(joint_batch(tensors, n, k, batch_size)), twin)
+    replays = [floats(captured()) for _ in range(steps)]
+    return compare(eager, replays, plain, twin)
+
+
+def timed(step, seconds: float, device: str) -> float:
+    return _timed_loop(step, seconds, device)[0]
+
+
+def speed_rows(data, device: str, sizes: str, seconds: float, ks: list[int], budget: Budget, capture_ok: dict):
+    cuda = device == "cuda"
+    tensors, n = data.to_tensors(device), len(data)
+    rows = []
+
+    def add(algo, k, precision, mode, fn):
+        if budget.left() < seconds + 20:
+            rows.append({"algo": algo, "K": k, "precision": precision, "mode": mode, "error": "budget spent"})
+            return
+        try:
+            rate = fn()
+            rows.append({"algo": algo, "K": k, "precision": precision, "mode": mode, "updates_per_s": rate,
+                         "seed_updates_per_s": k * rate, "projected_1m_min": 1e6 / rate / 60})
+        except Exception as e:  # one row's failure must not stop the table
+            rows.append({"algo": algo, "K": k, "precision": precision, "mode": mode, "error": first_line(e)})
+        finally:
+            if cuda:
+                torch.cuda.synchronize()
+                torch.cuda.empty_cache()
+        r = rows[-1]
+        print(f"  {algo:>4} K={k:<2} {precision:<7} {mode:<8} " +
+              (f"{r['updates_per_s']:10,.1f} updates/s" if "updates_per_s" in r else r["error"]), flush=True)
+
+    for algo in ALGOS:
+        for precision in ("float32", "bf16"):
+            bf16 = precision == "bf16"
+
+            def eager(algo=algo, bf16=bf16):
+                agent = make_single(algo, data, device, sizes)
+                ctx = devices.autocast(device, bf16)
+
+                def step():
+                    with ctx:
+                        return agent.update(data.sample(256, device))
+                return timed(step, seconds, device)
+            add(algo, 1, precision, "eager", eager)
+        for precision in ("float32", "bf16"):
+            def captured(algo=algo, bf16=precision == "bf16"):
+                if not cuda:
+                    raise RuntimeError("CUDA graphs need a GPU")
+                if not capture_ok.get(algo, False):
+                    raise RuntimeError("skipped: the capture check failed")
+                agent = make_single(algo, data, device, sizes)
+                step = devices.CapturedStep(lambda: agent.update(data.sample(256, device)), agent,
+                                            context=capture_context(bf16))
+                return timed(step, seconds, device)
+            add(algo, 1, precision, "captured", captured)
+    for k in ks:
+        def batched_eager(k=k):
+            batched = batched_seeds.BatchedIQL(batched_seeds.make_agents(data, k, device))
+            return timed(lambda: batched.update(joint_batch(tensors, n, k, 256)), seconds, device)
+        add("iql batched", k, "float32", "eager", batched_eager)
+        for precision in ("float32", "bf16"):
+            def batched_captured(k=k, bf16=precision == "bf16"):
+                if not cuda:
+                    raise RuntimeError("CUDA graphs need a GPU")
+                if not capture_ok.get("iql batched", False):
+                    raise RuntimeError("skipped: the capture check failed")
+                batched = batched_seeds.BatchedIQL(batched_seeds.make_agents(data, k, device))
+                step = devices.CapturedStep(lambda: batched.update(joint_batch(tensors, n, k, 256)), batched,
+                                            context=capture_context(bf16))
+                return timed(step, seconds, device)
+            add("iql batched", k, precision, "captured", batched_captured)
+    return rows
+
+
+def actor_states(batched: batched_seeds.BatchedIQL) -> list[dict]:
+    """Each seed's actor as a plain ``GaussianActor`` state dict, on the CPU."""
+    stacked = {**batched.log_prob.params, **batched.log_prob.buffers}
+    k = next(iter(stacked.values())).shape[0]
+    return [{name.removeprefix("actor."): t[i].detach().cpu().clone() for name, t in stacked.items()}
+            for i in range(k)]
+
+
+def train_run(device: str, k: int, budget: Budget, snapshot_every: int, max_steps: int, capture: bool,
+              out: Path | None, meta: dict) -> dict:
+    from minirl import datasets
+    from minirl.train import prepare_dataset
+    raw = datasets.load_dataset(TRAIN_DATASET, progress=False)
+    cfg = runs.make_config("iql", {"max_steps": 1_000_000})
+    data, state_normalizer, _ = prepare_dataset(raw, cfg.normalize_states, cfg.reward_scale)
+    tensors, n = data.to_tensors(device), len(data)
+    batched = batched_seeds.BatchedIQL(batched_seeds.make_agents(data, k, device))
+    torch.manual_seed(0)
+    if device == "cuda":
+        torch.cuda.manual_seed(0)
+    mode = "captured" if capture else "eager"
+    if capture:
+        step = devices.CapturedStep(lambda: batched.update(joint_batch(tensors, n, k, 256)), batched)
+    else:
+        def step():
+            return batched.update(joint_batch(tensors, n, k, 256))
+    snapshots, log, t, start = {0: actor_states(batched)}, [], 0, time.perf_counter()
+    print(f"  IQL x {k} seeds on {TRAIN_DATASET} ({n:,} transitions), {mode}, float32, until the budget ends",
+          flush=True)
+    while t < max_steps and budget.left() > 25:
+        logs = step()
+        t += 1
+        if t % 5000 == 0:
+            entry = {"step": t, "seconds": time.perf_counter() - start, **floats(logs)}
+            log.append(entry)
+            if not all(np.isfinite(v) for v in entry.values()):
+                print(f"  non-finite loss at step {t}: {entry}", flush=True)
+                break
+        if t % snapshot_every == 0:
+            snapshots[t] = actor_states(batched)
+            print(f"  step {t:,}: {t / (time.perf_counter() - start):,.0f} updates/s, "
+                  f"critic loss {float(logs['critic_loss']) / k:.3f} per seed", flush=True)
+    if device == "cuda":
+        torch.cuda.synchronize()
+    seconds = time.perf_counter() - start
+    snapshots[t] = actor_states(batched)
+    result = {"dataset": TRAIN_DATASET, "seeds": k, "steps": t, "seconds": seconds, "updates_per_s": t / seconds,
+              "mode": mode, "precision": "float32", "log": log, "snapshot_steps": sorted(snapshots)}
+    if out is not None:
+        for i in range(k):
+            torch.save({"seed": i, "algo": "iql", "dataset": TRAIN_DATASET, "config": asdict(cfg),
+                        "state_normalizer": state_normalizer.state_dict(), "meta": meta,
+                        "steps_done": t, "mode": mode, "precision": "float32",
+                        "snapshots": {s: snapshots[s][i] for s in sorted(snapshots)}}, out / f"curve_s{i}.pt")
+    return result
+
+
+def device_meta(device: str) -> dict:
+    meta = {"torch": torch.__version__, "device": device, "python": platform.python_version()}
+    if device == "cuda":
+        props = torch.cuda.get_device_properties(0)
+        meta |= {"gpu": torch.cuda.get_device_name(0), "cuda": torch.version.cuda,
+                 "capability": f"{props.major}.{props.minor}", "sms": props.multi_processor_count,
+                 "memory_gib": round(props.total_memory / 2 ** 30, 1)}
+    else:
+        meta["cpu"] = platform.processor() or platform.machine()
+    return meta
+
+
+def print_table(rows: list[dict], meta: dict) -> None:
+    where = meta.get("gpu", meta.get("cpu"))
+    print(f"\nminirl at the papers' sizes, batch 256 per seed, {where}, torch {meta['torch']}"
+          + (f", CUDA {meta['cuda']}" if "cuda" in meta else "") + "\n")
+    print("| algorithm | seeds K | precision | update | updates/s | seed-updates/s | 1M steps, all K seeds |")
+    print("| --- | ---: | --- | --- | ---: | ---: | ---: |")
+    for r in rows:
+        if "error" in r:
+            print(f"| {r['algo']} | {r['K']} | {r['precision']} | {r['mode']} | {r['error']} | | |")
+        else:
+            print(f"| {r['algo']} | {r['K']} | {r['precision']} | {r['mode']} | {r['updates_per_s']:,.0f} | "
+                  f"{r['seed_updates_per_s']:,.0f} | {r['projected_1m_min']:,.1f} min |")
+
+
+def run_all(args) -> int:
+    device = "cpu" if args.dry_run else "cuda"
+    if device == "cuda" and not torch.cuda.is_available():
+        print("no CUDA GPU here: run with --dry-run on a CPU", file=sys.stderr)
+        return 2
+    budget = Budget(args.budget)
+    sizes = "cpu" if args.dry_run else "full"
+    meta = device_meta(device) | {"sizes": sizes, "budget_s": args.budget}
+    print("minirl GPU benchmark:", json.dumps(meta), flush=True)
+    out = args.out
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+    results: dict = {"meta": meta, "checks": {}, "rows": [], "train": None}
+
+    def save():
+        if out is not None:
+            (out / "gpu_results.json").write_text(json.dumps(results, indent=1))
+
+    data = synthetic_dataset(n=100_000 if not args.dry_run else 5_000, obs_dim=11, act_dim=3)
+    data.to_tensors(device)
+    # 1. checks
+    print("\n1. checks, float32", flush=True)
+    try:
+        worst = batched_seeds.check_same_as_plain(data, k=3, steps=3, batch_size=64, device=device)
+        results["checks"]["batched == plain (IQL, K=3)"] = worst
+        print(f"  batched IQL (K=3) == 3 plain IQL updates: largest difference {worst:.1e}", flush=True)
+    except Exception as e:
+        results["checks"]["batched == plain (IQL, K=3)"] = first_line(e)
+        print(f"  batched == plain failed: {first_line(e)}", flush=True)
+        traceback.print_exc()
+    capture_ok = {}
+    if device == "cuda":
+        for name in (*ALGOS, "iql batched"):
+            try:
+                worst = (check_captured_batched(data, device) if name == "iql batched"
+                         else check_captured_single(name, data, device, sizes))
+                capture_ok[name] = worst < 1e-3
+                results["checks"][f"captured == eager ({name})"] = worst
+                print(f"  {name}: captured == eager over 20 steps: largest difference {worst:.1e}", flush=True)
+            except Exception as e:
+                capture_ok[name] = False
+                results["checks"][f"captured == eager ({name})"] = first_line(e)
+                print(f"  {name}: capture failed: {first_line(e)}", flush=True)
+                traceback.print_exc()
+            torch.cuda.empty_cache()
+    else:
+        print("  captured == eager: not checked (CUDA graphs need a GPU)")
+    save()
+    # 2. the speed table
+    print(f"\n2. speed, {args.seconds:g} s per row", flush=True)
+    results["rows"] = speed_rows(data, device, sizes, args.seconds, args.seeds, budget, capture_ok)
+    save()
+    print_table(results["rows"], meta)
+    # 3. the real run
+    print(f"\n3. a full-scale IQL run, {budget.left():.0f} s left", flush=True)
+    if budget.left() > 60:
+        try:
+            results["train"] = train_run(device, args.train_seeds, budget, args.snapshot_every,
+                                         args.max_train_steps, capture_ok.get("iql batched", False), out, meta)
+            tr = results["train"]
+            print(f"  {tr['steps']:,} steps x {tr['seeds']} seeds in {tr['seconds']:.0f} s "
+                  f"({tr['updates_per_s']:,.0f} updates/s, {tr['mode']}); actors kept at {tr['snapshot_steps']}")
+        except Exception as e:
+            results["train"] = {"error": first_line(e)}
+            print(f"  the run failed: {first_line(e)}", flush=True)
+            traceback.print_exc()
+    else:
+        print("  skipped: under 60 s of budget left")
+    save()
+    print_table(results["rows"], meta)
+    return 0
+
+
+def evaluate(run_dir: Path, episodes: int, out_csv: Path | None) -> int:
+    """Score every kept actor of ``run_dir/curve_s*.pt`` on the dataset's environment (MuJoCo, on the CPU)."""
+    from minirl import datasets, plots
+    from minirl.data import StateNormalizer
+    from minirl.evaluation import run_episodes
+    from minirl.iql import IQL, IQLConfig
+    files = sorted(run_dir.glob("curve_s*.pt"))
+    if not files:
+        print(f"--evaluate {run_dir}: no curve_s*.pt files there", file=sys.stderr)
+        return 2
+    rows = []
+    for path in files:
+        ck = torch.load(path, map_location="cpu", weights_only=False)
+        task = datasets.parse_name(ck["dataset"])[0]
+        raw = datasets.load_dataset(ck["dataset"], progress=False)
+        cfg = IQLConfig(**{k: tuple(v) if k == "hidden" else v for k, v in ck["config"].items()})
+        agent = IQL(raw.obs_dim, raw.act_dim, raw.action_low, raw.action_high, cfg)
+        normalizer = StateNormalizer.from_state_dict(ck["state_normalizer"])
+        for step, state in sorted(ck["snapshots"].items()):
+            agent.actor.load_state_dict(state)
+            returns = run_episodes(agent, task.env_id, episodes, seed=10_000 * (ck["seed"] + 1),
+                                   state_normalizer=normalizer)["returns"]
+            score = datasets.normalized_score(task, returns)
+            rows.append({"seed": ck["seed"], "step": step, "return_mean": float(returns.mean()),
+                         "score_mean": float(np.mean(score))})
+            print(f"  seed {ck['seed']} step {step:>8,}: return {returns.mean():8.1f}, score {np.mean(score):6.1f}",
+                  flush=True)
+    if out_csv is not None:
+        import csv
+        out_csv.parent.mkdir(parents=True, exist_ok=True)
+        with open(out_csv, "w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=list(rows[0]))
+            w.writeheader()
+            w.writerows(rows)
+    print("\n| step | seeds | score, mean [95% CI] |")
+    print("| ---: | ---: | --- |")
+    for step in sorted({r["step"] for r in rows}):
+        scores = np.array([r["score_mean"] for r in rows if r["step"] == step])
+        lo, hi = plots.bootstrap_ci(scores) if len(scores) > 1 else (scores[0], scores[0])
+        print(f"| {step:,} | {len(scores)} | {scores.mean():.1f} [{lo:.1f}, {hi:.1f}] |")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--dry-run", action="store_true", help="on the CPU, small sizes, no CUDA graphs")
+    ap.add_argument("--budget", type=float, default=420.0, help="seconds for everything (default 420)")
+    ap.add_argument("--seconds", type=float, default=3.0, help="timing window per row (default 3)")
+    ap.add_argument("--seeds", type=int, nargs="+", default=[1, 5, 10], help="K values of the batched IQL rows")
+    ap.add_argument("--train-seeds", type=int, default=5, help="K seeds of the real run (default 5)")
+    ap.add_argument("--snapshot-every", type=int, default=25_000, help="keep the actors every this many steps")
+    ap.add_argument("--max-train-steps", type=int, default=1_000_000)
+    ap.add_argument("--out", type=Path, default=None, help="folder for gpu_results.json and curve_s*.pt")
+    ap.add_argument("--evaluate", type=Path, default=None, metavar="DIR",
+                    help="score the actors a run saved in DIR (needs MuJoCo), instead of benchmarking")
+    ap.add_argument("--episodes", type=int, default=10, help="evaluation episodes per kept actor (--evaluate)")
+    ap.add_argument("--csv", type=Path, default=None, help="write --evaluate's scores to this CSV")
+    args = ap.parse_args(argv)
+    for name in ("budget", "seconds"):
+        if getattr(args, name) <= 0:
+            ap.error(f"--{name} must be positive, got {getattr(args, name)}")
+    for name in ("train_seeds", "snapshot_every", "max_train_steps", "episodes"):
+        if getattr(args, name) < 1:
+            ap.error(f"--{name.replace('_', '-')} must be at least 1, got {getattr(args, name)}")
+    if any(k < 1 for k in args.seeds):
+        ap.error(f"--seeds: every K must be at least 1, got {args.seeds}")
+    if args.evaluate is not None:
+        torch.set_num_threads(1)
+        return evaluate(args.evaluate, args.episodes, args.csv)
+    return run_all(args)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,89 @@
+"""minirl.devices.CapturedStep: a training step recorded as a CUDA graph must be the eager step, replayed.
+
+The equality tests run only where there is a CUDA GPU (benchmarks/gpu.sh runs them there); on a CPU they are skipped
+with the reason. What a CPU can check runs everywhere: which tensors and optimisers the capture saves and restores.
+"""
+import copy
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from minirl import devices, runs
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+from speed import synthetic_dataset  # noqa: E402
+
+needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(),
+                                reason="CUDA graphs need a CUDA GPU; this machine has none (benchmarks/gpu.sh runs "
+                                       "this test on one)")
+
+
+@pytest.fixture(scope="module")
+def data():
+    return synthetic_dataset(n=2_000, obs_dim=5, act_dim=2)
+
+
+def small_agent(algo, data, device, **overrides):
+    cfg = {**runs.get_scale("cpu").config_for(algo), **overrides}
+    if "max_steps" in runs._config_fields(algo):
+        cfg.setdefault("max_steps", 1_000)
+    return runs.make_agent(algo, data, device, **cfg)[0]
+
+
+def test_the_capture_finds_every_network_tensor_and_the_optimiser_state(data):
+    agent = small_agent("iql", data, "cpu")
+    agent.update(data.sample(32))
+    found = {id(t) for t in devices._state_tensors(agent)}
+    for module in (agent.actor, agent.critic, agent.critic_target, agent.value):
+        assert all(id(p) in found for p in module.state_dict(keep_vars=True).values())
+    for opt in (agent.actor_opt, agent.critic_opt, agent.value_opt):
+        moments = [t for s in opt.state.values() for t in s.values()]
+        assert moments and all(id(t) in found for t in moments)
+    assert set(devices._optimizers(agent)) == {agent.actor_opt, agent.critic_opt, agent.value_opt}
+
+
+def test_the_capture_finds_a_tensor_attribute_and_its_optimiser(data):
+    agent = small_agent("cql", data, "cpu")  # CQL's temperature log_alpha is a bare Parameter with its own Adam
+    found = {id(t) for t in devices._state_tensors(agent)}
+    assert id(agent.log_alpha) in found and agent.alpha_opt in devices._optimizers(agent)
+
+
+def test_capturing_without_a_gpu_is_a_clear_error(data):
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    agent = small_agent("bc", data, "cpu")
+    with pytest.raises(RuntimeError, match="CUDA GPU"):
+        devices.CapturedStep(lambda: agent.update(data.sample(32)), agent)
+
+
+@needs_cuda
+@pytest.mark.parametrize("algo", ["bc", "bcq", "cql", "iql"])
+def test_the_captured_step_is_the_eager_step(algo, data):
+    # IQL's cosine actor learning rate is a Python number set inside update(): a graph freezes it, so constant here
+    overrides = {"cosine_actor_lr": False} if algo == "iql" else {}
+    agent = small_agent(algo, data, "cuda", **overrides)
+    twin = copy.deepcopy(agent)
+    torch.cuda.manual_seed(3)
+    eager = [{k: float(v) for k, v in agent.update(data.sample(64, "cuda")).items()} for _ in range(10)]
+    torch.cuda.manual_seed(3)
+    step = devices.CapturedStep(lambda: twin.update(data.sample(64, "cuda")), twin)
+    for logs in eager:
+        replay = {k: float(v) for k, v in step().items()}
+        for k, v in logs.items():
+            assert replay[k] == pytest.approx(v, rel=1e-4, abs=1e-5), k
+    for name, module in vars(agent).items():
+        if isinstance(module, torch.nn.Module):
+            for (key, x), y in zip(module.state_dict().items(), getattr(twin, name).state_dict().values()):
+                torch.testing.assert_close(y, x, rtol=1e-4, atol=1e-5, msg=f"{name}.{key}")
+
+
+@needs_cuda
+def test_a_python_step_counter_follows_the_replays(data):
+    agent = small_agent("iql", data, "cuda")
+    step = devices.CapturedStep(lambda: agent.update(data.sample(64, "cuda")), agent)
+    assert agent.step == 0
+    for _ in range(4):
+        step()
+    assert agent.step == 4
