@@ -216,11 +216,31 @@ def actor_states(batched: batched_seeds.BatchedIQL) -> list[dict]:
             for i in range(k)]
 
 
+HOPPER_ACTION_BOX = (-1.0, 1.0)  # Hopper-v5's action space, [-1, 1]^3 (--evaluate checks it against gymnasium)
+
+
+def shipped_replay(name: str):
+    """The replay buffer ``name`` ships (``minirl/assets``), checked against its manifest's SHA-256, with Hopper's
+    action box: ``datasets.load_dataset`` would ask MuJoCo for the box, and the GPU machine has no MuJoCo (its wheel
+    does not fit in what a device call carries)."""
+    from minirl import datasets
+    from minirl.data import OfflineDataset
+    task, tier = datasets.parse_name(name)
+    if task.name != "hopper" or tier != "medium-replay":
+        raise ValueError(f"shipped_replay knows hopper-medium-replay's action box only, not {name!r}'s")
+    path = datasets.ASSETS / task.name / task.replay_file["file"]
+    if datasets.sha256(path) != task.replay_file["sha256"]:
+        raise ValueError(f"{path} does not match the manifest's SHA-256: restore it from git")
+    with np.load(path, allow_pickle=False) as f:
+        arrays = datasets.unpack_replay(f)
+    low, high = HOPPER_ACTION_BOX
+    return OfflineDataset(**arrays, action_low=low, action_high=high)
+
+
 def train_run(device: str, k: int, budget: Budget, snapshot_every: int, max_steps: int, capture: bool,
               out: Path | None, meta: dict) -> dict:
-    from minirl import datasets
     from minirl.train import prepare_dataset
-    raw = datasets.load_dataset(TRAIN_DATASET, progress=False)
+    raw = shipped_replay(TRAIN_DATASET)
     cfg = runs.make_config("iql", {"max_steps": 1_000_000})
     data, state_normalizer, _ = prepare_dataset(raw, cfg.normalize_states, cfg.reward_scale)
     tensors, n = data.to_tensors(device), len(data)
@@ -323,7 +343,7 @@ def run_all(args) -> int:
         traceback.print_exc()
     capture_ok = {}
     if device == "cuda":
-        for name in (*ALGOS, "iql batched"):
+        for name in ("bc", "bcq", "iql", "iql batched", "cql"):  # CQL last: a failed capture can upset the RNG
             try:
                 worst = (check_captured_batched(data, device) if name == "iql batched"
                          else check_captured_single(name, data, device, sizes))
@@ -379,6 +399,8 @@ def evaluate(run_dir: Path, episodes: int, out_csv: Path | None) -> int:
         ck = torch.load(path, map_location="cpu", weights_only=False)
         task = datasets.parse_name(ck["dataset"])[0]
         raw = datasets.load_dataset(ck["dataset"], progress=False)
+        if not (np.all(raw.action_low == HOPPER_ACTION_BOX[0]) and np.all(raw.action_high == HOPPER_ACTION_BOX[1])):
+            raise ValueError(f"{ck['dataset']}'s action box is not HOPPER_ACTION_BOX, which the GPU run assumed")
         cfg = IQLConfig(**{k: tuple(v) if k == "hidden" else v for k, v in ck["config"].items()})
         agent = IQL(raw.obs_dim, raw.act_dim, raw.action_low, raw.action_high, cfg)
         normalizer = StateNormalizer.from_state_dict(ck["state_normalizer"])

@@ -274,9 +274,13 @@ class CapturedStep:
         torch.cuda.current_stream().wait_stream(side)
         counters1 = {k: getattr(agent, k) for k in counters0}
         self.graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(self.graph):
-            with context():
-                self.logs = step()
+        try:
+            with torch.cuda.graph(self.graph):
+                with context():
+                    self.logs = step()
+        except Exception:
+            torch.cuda.set_rng_state(rng)  # a failed capture must not leave the generator mid-capture
+            raise
         # the integer attributes that one update advanced by one: counters to keep in step with the replays
         self.counters = [k for k in counters0 if getattr(agent, k) == counters1[k] + 1 == counters0[k] + warmup + 1]
         with torch.no_grad():
