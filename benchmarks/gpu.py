@@ -10,8 +10,7 @@ What it does, in order, each step skipped with a line saying so when the budget 
 1. **Checks** (float32): K = 3 IQL seeds as one batched update equal 3 plain updates from the same batches
    (``batched_seeds.check_same_as_plain``); for BC, BCQ, CQL and IQL, and for the batched IQL, the update replayed as
    a CUDA graph (:class:`minirl.devices.CapturedStep`) equals the eager update, losses and parameters, over 20 steps
-   from the same seed (IQL with a constant actor learning rate: its cosine schedule is a Python number, which a graph
-   freezes; the batched IQL keeps its schedule on the device and is checked with it).
+   from the same seed (IQL with its cosine schedule, which both IQLs hold on the device as a tensor learning rate).
 2. **The speed table**: updates/s and seed-updates/s of each algorithm at its paper's sizes (``runs`` scale
    ``full``) on Hopper-sized synthetic data (obs 11, action 3, batch 256), eager float32, eager bfloat16 (autocast),
    captured float32, captured bfloat16; and the batched IQL at K = 1, 5, 10 seeds. A step is what ``train`` does per
@@ -115,8 +114,7 @@ def compare(eager_logs, captured_logs, a, b) -> float:
 
 
 def check_captured_single(algo: str, data, device: str, sizes: str, steps: int = 20, batch_size: int = 256):
-    overrides = {"cosine_actor_lr": False} if algo == "iql" else {}
-    agent = make_single(algo, data, device, sizes, **overrides)
+    agent = make_single(algo, data, device, sizes)
     twin = copy.deepcopy(agent)
     torch.cuda.manual_seed(1)
     eager = [floats(agent.update(data.sample(batch_size, device))) for _ in range(steps)]

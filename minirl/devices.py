@@ -195,6 +195,15 @@ def compile_agent(agent, backend: str = "inductor", mode: str | None = None) -> 
 # CUDA graphs: one training step recorded once, replayed as one launch
 # --------------------------------------------------------------------------------------------------------------
 
+def graph_context(device: str, precision: str | None = None, amp: bool = False):
+    """What :func:`update_context` gives, as a factory :class:`CapturedStep` can enter: bfloat16 autocast without its
+    weight cache (a CUDA graph needs ``cache_enabled=False``), or nothing."""
+    if resolve_precision(requested_precision(precision, amp), device) != "bf16":
+        return contextlib.nullcontext
+    update_context(device, precision, amp)  # the same errors where bfloat16 is missing
+    return lambda: torch.autocast(torch.device(device).type, dtype=torch.bfloat16, cache_enabled=False)
+
+
 def _state_tensors(obj, seen: set | None = None, depth: int = 0) -> list[torch.Tensor]:
     """Every tensor an agent holds: its networks' parameters and buffers, its optimisers' state, and tensors held in
     its attributes (directly, or in dicts, lists and plain objects, a few levels down)."""
@@ -267,11 +276,20 @@ class CapturedStep:
         rng = torch.cuda.get_rng_state()
         side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())
+        number_lrs = []  # the learning rates held as Python numbers, after each warm-up step
         with torch.cuda.stream(side):
-            for _ in range(warmup):
+            for _ in range(max(warmup, 2)):
                 with context():
                     step()
+                number_lrs.append([g["lr"] for opt in _optimizers(agent) for g in opt.param_groups
+                                   if not isinstance(g["lr"], torch.Tensor)])
         torch.cuda.current_stream().wait_stream(side)
+        if any(lrs != number_lrs[0] for lrs in number_lrs):
+            torch.cuda.set_rng_state(rng)
+            raise ValueError(f"{type(agent).__name__}.update() changes a learning rate held as a Python number every "
+                             "step (a schedule): a CUDA graph would freeze it at its captured value; hold it as a "
+                             "tensor (minirl.nets.scheduled_lr and set_lr)")
+        warmup = len(number_lrs)
         counters1 = {k: getattr(agent, k) for k in counters0}
         self.graph = torch.cuda.CUDAGraph()
         try:

@@ -44,7 +44,8 @@ import numpy as np
 import torch
 
 from .config import AT_LEAST_ONE, LAYERS, NON_NEGATIVE, POSITIVE, check_fields, interval
-from .nets import CriticEnsemble, DeterministicActor, GaussianActor, adam, mlp, soft_update
+from .nets import (CriticEnsemble, DeterministicActor, GaussianActor, adam, mlp, scheduled_lr, set_lr,
+                   soft_update)
 
 
 @dataclass
@@ -124,8 +125,13 @@ def awr_actor_loss(weights: torch.Tensor, nll: torch.Tensor) -> torch.Tensor:
     return (weights * nll).mean()
 
 
-def cosine_lr(step: int, max_steps: int, lr: float) -> float:
-    """``lr * (1 + cos(pi * min(step, max_steps) / max_steps)) / 2``: ``lr`` at step 0, 0 at ``max_steps``."""
+def cosine_lr(step, max_steps: int, lr: float):
+    """``lr * (1 + cos(pi * min(step, max_steps) / max_steps)) / 2``: ``lr`` at step 0, 0 at ``max_steps``.
+
+    ``step`` is an int (a float comes back) or a tensor (a tensor comes back, computed where it lives: the agent keeps
+    its step count on its device, so that an update replayed as a CUDA graph follows the schedule)."""
+    if isinstance(step, torch.Tensor):
+        return lr * 0.5 * (1.0 + torch.cos(math.pi * step.clamp(max=max_steps) / max_steps))
     return lr * 0.5 * (1.0 + math.cos(math.pi * min(step, max_steps) / max_steps))
 
 
@@ -146,15 +152,17 @@ class IQL:
         self.actor_opt = adam(self.actor.parameters(), cfg.actor_lr)
         self.critic_opt = adam(self.critic.parameters(), cfg.critic_lr)
         self.value_opt = adam(self.value.parameters(), cfg.value_lr)
-        self.step = 0  # updates done so far (drives the cosine schedule and the target update period)
+        scheduled_lr(self.actor_opt)  # the cosine schedule sets it every step (a tensor where Adam takes one)
+        self.step = 0  # updates done so far (drives the target update period)
+        self.t = torch.zeros((), device=self.device)  # the same count on the device (drives the cosine schedule)
 
     def V(self, obs: torch.Tensor) -> torch.Tensor:
         return self.value(obs).squeeze(-1)
 
-    def actor_lr(self) -> float:
-        """The actor's learning rate for the next update."""
+    def actor_lr(self):
+        """The actor's learning rate for the next update (a 0-d tensor with the cosine schedule, else a number)."""
         cfg = self.cfg
-        return cosine_lr(self.step, cfg.max_steps, cfg.actor_lr) if cfg.cosine_actor_lr else cfg.actor_lr
+        return cosine_lr(self.t, cfg.max_steps, cfg.actor_lr) if cfg.cosine_actor_lr else cfg.actor_lr
 
     def actor_nll(self, obs: torch.Tensor, act: torch.Tensor) -> torch.Tensor:
         """Per-sample ``-log pi(a|s)`` (Gaussian) or ``||pi(s) - a||^2`` (deterministic), shape ``(B,)``."""
@@ -183,8 +191,7 @@ class IQL:
         weights = awr_weights(adv, cfg.beta, cfg.max_exp_adv)
         loss_pi = awr_actor_loss(weights, self.actor_nll(obs, act))
         lr = self.actor_lr()
-        for group in self.actor_opt.param_groups:
-            group["lr"] = lr
+        set_lr(self.actor_opt, lr)
         self.actor_opt.zero_grad(set_to_none=True)
         loss_pi.backward()
         self.actor_opt.step()
@@ -198,6 +205,7 @@ class IQL:
 
         # 4. the target critics
         self.step += 1
+        self.t += 1
         if self.step % cfg.target_update_period == 0:
             soft_update(self.critic_target, self.critic, cfg.tau)
 
@@ -220,4 +228,6 @@ class IQL:
     def load_state_dict(self, state: dict) -> None:
         for name in ("actor", "critic", "critic_target", "value", "actor_opt", "critic_opt", "value_opt"):
             getattr(self, name).load_state_dict(state[name])
+        scheduled_lr(self.actor_opt)  # a saved learning rate comes back as a number
         self.step = int(state["step"])
+        self.t.fill_(self.step)

@@ -284,3 +284,24 @@ def adam(params, lr: float) -> torch.optim.Adam:
     over all parameters, the same update as the default implementation up to float rounding (IQL's update on one
     CPU core runs ~25 % faster, benchmarks/README.md)."""
     return torch.optim.Adam(params, lr=lr, fused=True if _FUSED_ADAM else None)
+
+
+def scheduled_lr(opt: torch.optim.Optimizer) -> None:
+    """Prepare ``opt`` for a learning rate that changes every step: where the optimiser accepts it (fused Adam), the
+    learning rate becomes a float32 tensor on the parameters' device that :func:`set_lr` overwrites in place, so an
+    update recorded as a CUDA graph (:class:`minirl.devices.CapturedStep`) reads the current value at every replay; a
+    Python number would be frozen in the graph. Elsewhere it stays a number."""
+    for group in opt.param_groups:
+        lr, device = group["lr"], group["params"][0].device
+        if group.get("fused") and not (isinstance(lr, torch.Tensor) and lr.device == device):
+            group["lr"] = torch.tensor(float(lr), dtype=torch.float32, device=device)
+
+
+def set_lr(opt: torch.optim.Optimizer, lr) -> None:
+    """Set the learning rate of every parameter group of ``opt`` to ``lr`` (a number or a 0-d tensor): in place into
+    a tensor learning rate (see :func:`scheduled_lr`), else as a number."""
+    for group in opt.param_groups:
+        if isinstance(group["lr"], torch.Tensor):
+            group["lr"].copy_(lr)
+        else:
+            group["lr"] = float(lr)

@@ -219,6 +219,7 @@ class RunPlan:
     requested_precision: str       # as asked: "auto", "float32" or "bf16"
     threads: int | None            # torch threads; None leaves torch's setting
     compile: bool | str
+    capture: bool = False          # each step replayed as a CUDA graph (train(capture=True))
 
     def settings(self) -> dict:
         """What ``config.json``, the checkpoints and ``agent.pt`` record about the run."""
@@ -226,7 +227,7 @@ class RunPlan:
                 "steps": self.steps, "seed": self.seed, "device": self.device, "batch_size": self.batch_size,
                 "eval_every": self.eval_every, "eval_episodes": self.eval_episodes, "precision": self.precision,
                 "precision_requested": self.requested_precision,
-                "threads": self.threads or torch.get_num_threads(), "compile": self.compile,
+                "threads": self.threads or torch.get_num_threads(), "compile": self.compile, "capture": self.capture,
                 "adam": "fused" if nets._FUSED_ADAM else "plain",  # nets.adam (plain before commit 724dda5)
                 "config": _jsonable(self.config)}
 
@@ -236,7 +237,8 @@ def plan_run(algo: str, dataset: str, *, scale: str | None = None, steps: int | 
              batch_size: int | None = None, eval_every: int | None = None, eval_episodes: int | None = None,
              evaluate: bool = True, checkpoint_every: int | None = None, resume: bool = False,
              overwrite: bool = False, override: tuple | list = (), compile: bool | str = False,
-             precision: str | None = None, amp: bool = False, threads: int | None = None) -> RunPlan:
+             precision: str | None = None, amp: bool = False, threads: int | None = None,
+             capture: bool = False) -> RunPlan:
     """Check every setting of a run, and the output directory and checkpoint it would use, without making any
     data; :class:`UserError` names the first wrong one. ``None`` takes the scale's value; ``evaluate=False`` switches
     evaluation off (``eval_every=0`` is an error, not "off")."""
@@ -258,6 +260,8 @@ def plan_run(algo: str, dataset: str, *, scale: str | None = None, steps: int | 
     if threads is not None:
         at_least("--threads", threads, 1)
     check_device(device)
+    if capture and torch.device(device).type != "cuda":
+        raise UserError(f"--capture records each training step as a CUDA graph: it needs --device cuda, not {device}")
     requested = requested_precision(precision, amp)
     resolved = resolve_precision(requested, device)
     if compile not in (False, True, *COMPILE_MODES):
@@ -273,7 +277,8 @@ def plan_run(algo: str, dataset: str, *, scale: str | None = None, steps: int | 
                    transitions=min(sc.dataset_size, size) if sc.dataset_size else size, env_id=task.env_id,
                    task=task.name, batch_size=batch_size, eval_every=eval_every if evaluate else None,
                    eval_episodes=eval_episodes, checkpoint_every=checkpoint_every, resume=resume, overwrite=overwrite,
-                   precision=resolved, requested_precision=requested, threads=threads, compile=compile)
+                   precision=resolved, requested_precision=requested, threads=threads, compile=compile,
+                   capture=capture)
     _check_out(plan, override)
     cache = datasets.cache_path(dataset, plan.transitions)
     if not cache.exists():
@@ -354,7 +359,7 @@ def run(algo: str, dataset: str, *, scale: str | None = None, steps: int | None 
         evaluate: bool = True, checkpoint_every: int | None = None, resume: bool = False, overwrite: bool = False,
         override: tuple | list = (), progress: bool = True, compile: bool | str = False,
         precision: str | None = None, amp: bool = False, threads: int | None = None,
-        tensorboard: bool = False) -> dict:
+        tensorboard: bool = False, capture: bool = False) -> dict:
     """Train ``algo`` on the named ``dataset`` at a scale: what ``python -m minirl train`` does.
 
     First checks every setting (:func:`plan_run`), then loads (or makes) the dataset at the scale's size, builds the
@@ -371,7 +376,7 @@ def run(algo: str, dataset: str, *, scale: str | None = None, steps: int | None 
     plan = plan_run(algo, dataset, scale=scale, steps=steps, seed=seed, device=device, out=out, overrides=overrides,
                     batch_size=batch_size, eval_every=eval_every, eval_episodes=eval_episodes, evaluate=evaluate,
                     checkpoint_every=checkpoint_every, resume=resume, overwrite=overwrite, override=override,
-                    compile=compile, precision=precision, amp=amp, threads=threads)
+                    compile=compile, precision=precision, amp=amp, threads=threads, capture=capture)
     if plan.threads is not None:
         torch.set_num_threads(plan.threads)
     raw = full = datasets.load_dataset(plan.dataset, plan.transitions, progress=progress)
@@ -409,7 +414,7 @@ def run(algo: str, dataset: str, *, scale: str | None = None, steps: int | None 
                     eval_every=plan.eval_every, eval_episodes=plan.eval_episodes, task=plan.task, seed=plan.seed,
                     device=device, out=plan.out, checkpoint_every=plan.checkpoint_every, resume=plan.resume,
                     state_normalizer=state_norm, reward_transform=reward_tf, progress=progress,
-                    precision=plan.precision, meta=settings, tensorboard=tensorboard)
+                    precision=plan.precision, meta=settings, tensorboard=tensorboard, capture=plan.capture)
     if history["eval"]:
         e = history["eval"][-1]
         success = f", success rate {e['success_rate']:.2f}" if "success_rate" in e else ""

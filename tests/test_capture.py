@@ -4,6 +4,7 @@ The equality tests run only where there is a CUDA GPU (benchmarks/gpu.sh runs th
 with the reason. What a CPU can check runs everywhere: which tensors and optimisers the capture saves and restores.
 """
 import copy
+import math
 import sys
 from pathlib import Path
 
@@ -61,9 +62,7 @@ def test_capturing_without_a_gpu_is_a_clear_error(data):
 @needs_cuda
 @pytest.mark.parametrize("algo", ["bc", "bcq", "cql", "iql"])
 def test_the_captured_step_is_the_eager_step(algo, data):
-    # IQL's cosine actor learning rate is a Python number set inside update(): a graph freezes it, so constant here
-    overrides = {"cosine_actor_lr": False} if algo == "iql" else {}
-    agent = small_agent(algo, data, "cuda", **overrides)
+    agent = small_agent(algo, data, "cuda")  # IQL with its cosine schedule: a tensor learning rate, on the device
     twin = copy.deepcopy(agent)
     torch.cuda.manual_seed(3)
     eager = [{k: float(v) for k, v in agent.update(data.sample(64, "cuda")).items()} for _ in range(10)]
@@ -87,3 +86,32 @@ def test_a_python_step_counter_follows_the_replays(data):
     for _ in range(4):
         step()
     assert agent.step == 4
+
+
+@needs_cuda
+def test_a_learning_rate_schedule_held_as_a_python_number_is_refused(data):
+    agent = small_agent("bc", data, "cuda")
+
+    def update_with_a_python_schedule():
+        agent.opt.param_groups[0]["lr"] *= 0.99  # a Python number that changes every step: a graph would freeze it
+        return agent.update(data.sample(64, "cuda"))
+    with pytest.raises(ValueError, match="learning rate held as a Python number"):
+        devices.CapturedStep(update_with_a_python_schedule, agent)
+
+
+@needs_cuda
+def test_train_with_capture_follows_iqls_schedule(data):
+    from minirl.train import train
+    agent = small_agent("iql", data, "cuda", max_steps=30)
+    history = train(agent, data, 30, batch_size=64, device="cuda", log_every=10, progress=False, capture=True)
+    lrs = [entry["actor_lr"] for entry in history["train"]]
+    assert agent.step == 30 and len(lrs) == 3 and lrs[0] > lrs[1] > lrs[2] > 0
+    assert all(math.isfinite(entry["critic_loss"]) for entry in history["train"])
+
+
+def test_capture_off_a_gpu_is_a_one_line_error(data):
+    from minirl.config import UserError
+    from minirl.train import train
+    agent = small_agent("bc", data, "cpu")
+    with pytest.raises(UserError, match="--capture .* needs --device cuda, not cpu"):
+        train(agent, data, 5, device="cpu", progress=False, capture=True)

@@ -108,11 +108,14 @@ def test_cosine_schedule():
     assert cosine_lr(150, 100, 3e-4) == pytest.approx(0.0, abs=1e-15)
     agent = small_agent(max_steps=10)
     b = random_batch()
-    lrs = [agent.update(b)["actor_lr"] for _ in range(10)]
+    lrs = [float(agent.update(b)["actor_lr"]) for _ in range(10)]
     assert lrs[0] == pytest.approx(3e-4) and all(x > y for x, y in zip(lrs, lrs[1:]))
     assert lrs[-1] == pytest.approx(3e-4 * (1 + math.cos(math.pi * 0.9)) / 2)   # the last step: ~0.02 * lr
-    assert agent.actor_lr() == pytest.approx(0.0, abs=1e-15)
-    assert agent.actor_opt.param_groups[0]["lr"] == pytest.approx(lrs[-1])
+    assert float(agent.actor_lr()) == pytest.approx(0.0, abs=1e-10)
+    assert float(agent.actor_opt.param_groups[0]["lr"]) == pytest.approx(lrs[-1])
+    # the schedule on the device (a tensor step count) is the same function as on ints
+    assert [float(cosine_lr(torch.tensor(float(t)), 10, 3e-4)) for t in (0, 5, 12)] == \
+        pytest.approx([cosine_lr(t, 10, 3e-4) for t in (0, 5, 12)], abs=1e-10)
     flat = small_agent(max_steps=10, cosine_actor_lr=False)
     assert [flat.update(b)["actor_lr"] for _ in range(3)] == [3e-4] * 3
 
