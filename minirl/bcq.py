@@ -369,6 +369,12 @@ class DiscreteBCQ:
             soft_update(self.q_target, self.q, self.cfg.target_tau)
         return {"q_loss": q_loss.detach(), "imitation_loss": i_loss.detach(), "q_mean": q.detach().mean()}
 
+    def capture_problem(self) -> str | None:
+        """Why this agent's update cannot be replayed as a CUDA graph (``minirl.devices.CapturedStep``), or None."""
+        if self.cfg.target_update_every != 1:
+            return f"target_update_every={self.cfg.target_update_every} is a Python branch on the step count"
+        return None
+
     @torch.no_grad()
     def allowed(self, obs: torch.Tensor) -> torch.Tensor:
         """The mask of allowed actions in ``obs`` (a tensor ``(B, obs_dim)``), ``(B, |A|)`` bool."""

@@ -330,6 +330,12 @@ class CQL:
                        "actor_loss": actor_loss.detach(), "alpha": alpha,
                        "q_data": q_data.detach().mean(), "q_policy": q_new.detach().mean()}
 
+    def capture_problem(self) -> str | None:
+        """Why this agent's update cannot be replayed as a CUDA graph (``minirl.devices.CapturedStep``), or None."""
+        if self.step < self.cfg.bc_steps:  # a graph replays the branch taken when it was recorded
+            return f"the first bc_steps={self.cfg.bc_steps} updates clone the data: a Python branch on the step count"
+        return None
+
     @torch.no_grad()
     def act(self, obs: np.ndarray, deterministic: bool = True) -> np.ndarray:
         o = torch.as_tensor(np.asarray(obs, dtype=np.float32), device=self.device)
@@ -411,6 +417,12 @@ class DiscreteCQL:
         if self.step % cfg.target_update_every == 0:
             self.q_target.load_state_dict(self.q.state_dict())
         return logs | {"loss": loss.detach(), "td_loss": td_loss.detach(), "q_data": q_data.detach().mean()}
+
+    def capture_problem(self) -> str | None:
+        """Why this agent's update cannot be replayed as a CUDA graph (``minirl.devices.CapturedStep``), or None."""
+        if self.cfg.target_update_every != 1:
+            return f"target_update_every={self.cfg.target_update_every} is a Python branch on the step count"
+        return None
 
     @torch.no_grad()
     def q_values(self, obs) -> np.ndarray:

@@ -256,7 +256,9 @@ class CapturedStep:
 
     What a graph cannot follow: Python control flow that depends on the step (``if step % period``, CQL's
     ``bc_steps``) is taken as it was at the capture, and a learning rate set as a Python number inside the update is
-    frozen at its captured value. Keep schedules on the device (a tensor learning rate) to capture them.
+    frozen at its captured value. An agent says which of its settings do the first through ``capture_problem()``
+    (refused here with its reason); the second is detected during the warm-up and refused. Keep schedules on the
+    device (a tensor learning rate, ``minirl.nets.scheduled_lr``) to capture them.
 
     ``step`` must draw its random numbers from the default generator (``dataset.sample(B, device)`` with no
     generator); ``context`` is entered around it (e.g. bfloat16 autocast, which must have ``cache_enabled=False``).
@@ -266,6 +268,9 @@ class CapturedStep:
     def __init__(self, step, agent, *, warmup: int = 3, context=None):
         if not torch.cuda.is_available():
             raise RuntimeError("CapturedStep needs a CUDA GPU (CUDA graphs)")
+        problem = getattr(agent, "capture_problem", lambda: None)()
+        if problem:
+            raise ValueError(f"{type(agent).__name__}'s update cannot be replayed as a CUDA graph: {problem}")
         self._step, self.agent = step, agent
         context = context if context is not None else contextlib.nullcontext
         for opt in _optimizers(agent):

@@ -213,6 +213,12 @@ class IQL:
                 "v": v.mean(), "q": q.detach().mean(), "adv": adv.mean(), "weight": weights.mean(),
                 "weight_clamped": (weights >= cfg.max_exp_adv).float().mean(), "actor_lr": lr}
 
+    def capture_problem(self) -> str | None:
+        """Why this agent's update cannot be replayed as a CUDA graph (``minirl.devices.CapturedStep``), or None."""
+        if self.cfg.target_update_period != 1:  # a graph replays the branch taken when it was recorded
+            return f"target_update_period={self.cfg.target_update_period} is a Python branch on the step count"
+        return None
+
     @torch.no_grad()
     def act(self, obs: np.ndarray, deterministic: bool = True) -> np.ndarray:
         o = torch.as_tensor(np.asarray(obs, dtype=np.float32), device=self.device)

@@ -115,3 +115,24 @@ def test_capture_off_a_gpu_is_a_one_line_error(data):
     agent = small_agent("bc", data, "cpu")
     with pytest.raises(UserError, match="--capture .* needs --device cuda, not cpu"):
         train(agent, data, 5, device="cpu", progress=False, capture=True)
+
+
+@pytest.mark.parametrize("algo, setting, problem", [("iql", {"target_update_period": 2}, "target_update_period=2"),
+                                                    ("cql", {"bc_steps": 10}, "bc_steps=10")])
+def test_an_update_with_a_python_branch_on_the_step_says_it_cannot_be_captured(algo, setting, problem, data):
+    assert small_agent(algo, data, "cpu").capture_problem() is None  # the papers' settings can be captured
+    agent = small_agent(algo, data, "cpu", **setting)
+    assert problem in agent.capture_problem()
+    if algo == "cql":  # once the cloning phase is over, nothing step-dependent is left
+        agent.step = 10
+        assert agent.capture_problem() is None
+
+
+def test_the_discrete_agents_target_copy_every_n_steps_cannot_be_captured():
+    from minirl.bcq import DiscreteBCQ
+    from minirl.cql import DiscreteCQL
+    from minirl.bcq import DiscreteBCQConfig
+    assert DiscreteBCQ(4, 1, 0, 2).capture_problem() is None  # its default: a soft update every step
+    every_8000 = DiscreteBCQ(4, 1, 0, 2, DiscreteBCQConfig(target_tau=1.0, target_update_every=8000))
+    for agent in (every_8000, DiscreteCQL(4, 3)):  # DiscreteCQL copies its target every 8,000 steps by default
+        assert "target_update_every=8000" in agent.capture_problem()
