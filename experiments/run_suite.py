@@ -152,18 +152,19 @@ def run_dir(root: Path, algo: str, dataset: str, seed: int, overrides: dict) -> 
 def run_one(root: Path, algo: str, dataset: str, seed: int, scale: str, overrides: dict, steps: int | None,
             device: str, precision: str = "float32", threads: int | None = None,
             eval_every: int | None = None, job: str | None = None, command: str | None = None,
-            eval_episodes: int | None = None) -> dict | None:
+            eval_episodes: int | None = None, capture: bool = False) -> dict | None:
     """Make one run of the grid and return its result; ``None`` (and a line saying why) when it is finished already
     or another process holds it. ``job`` is the submitit job id of the caller, if any (see the module's lock)."""
     out, result, reason = _make_run(root, algo, dataset, seed, scale, overrides, steps, device, precision, threads,
-                                    eval_every, job, command, eval_episodes)
+                                    eval_every, job, command, eval_episodes, capture)
     if reason:
         print(f"skip {out} ({reason})")
     return result
 
 
 def _make_run(root, algo, dataset, seed, scale, overrides, steps, device, precision="float32", threads=None,
-              eval_every=None, job=None, command=None, eval_episodes=None) -> tuple[Path, dict | None, str | None]:
+              eval_every=None, job=None, command=None, eval_episodes=None,
+              capture=False) -> tuple[Path, dict | None, str | None]:
     out = run_dir(root, algo, dataset, seed, overrides)
     reason = skip_reason(out, job)
     if reason:
@@ -174,7 +175,7 @@ def _make_run(root, algo, dataset, seed, scale, overrides, steps, device, precis
         return out, None, "another process took it first"
     try:
         return out, _train_and_record(out, algo, dataset, seed, scale, overrides, steps, device, precision, threads,
-                                      eval_every, command, eval_episodes), None
+                                      eval_every, command, eval_episodes, capture), None
     finally:
         lock.release()
 
@@ -328,14 +329,14 @@ def _mark_queued(out: Path, job: str) -> None:
 def _train_and_record(out: Path, algo: str, dataset: str, seed: int, scale: str, overrides: dict,
                       steps: int | None, device: str, precision: str = "float32", threads: int | None = None,
                       eval_every: int | None = None, command: str | None = None,
-                      eval_episodes: int | None = None) -> dict:
+                      eval_episodes: int | None = None, capture: bool = False) -> dict:
     sc = runs.get_scale(scale)
     n_steps = steps if steps is not None else sc.steps_for(algo)
     interrupted = (out / "checkpoint.pt").exists()  # resumed; anything else left in out is a run that saved nothing
     history = runs.run(algo, dataset, scale=scale, steps=n_steps, seed=seed, device=device, out=out,
                         overrides=overrides, checkpoint_every=checkpoint_every(n_steps), resume=interrupted,
                         overwrite=not interrupted, precision=precision, threads=threads, eval_every=eval_every,
-                        eval_episodes=eval_episodes)
+                        eval_episodes=eval_episodes, capture=capture)
     last_train = history["train"][-1] if history["train"] else {}
     last_eval = history["eval"][-1] if history["eval"] else {}
     resolved = history["config"]["precision"]
@@ -387,11 +388,11 @@ class SuiteJob:
 
     def __init__(self, root: Path, algo: str, dataset: str, seed: int, scale: str, overrides: dict,
                  steps: int | None, device: str, precision: str, threads: int, eval_every: int | None,
-                 command: str, env: dict | None = None, eval_episodes: int | None = None):
+                 command: str, env: dict | None = None, eval_episodes: int | None = None, capture: bool = False):
         root = Path(root).absolute()  # the same folder whatever directory the job starts in
         self.run = dict(root=root, algo=algo, dataset=dataset, seed=seed, scale=scale, overrides=overrides,
                         steps=steps, device=device, precision=precision, threads=threads, eval_every=eval_every,
-                        command=command, eval_episodes=eval_episodes)
+                        command=command, eval_episodes=eval_episodes, capture=capture)
         self.env = env or {}  # variables to set before the run (None: unset), e.g. the GPUs this command saw
         self.name = f"{run_label(algo, overrides)}/{dataset}/s{seed}"
         self.out = run_dir(root, algo, dataset, seed, overrides)
@@ -645,6 +646,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--eval-every", type=int, default=None, help="steps between evaluations (default: the scale's)")
     p.add_argument("--eval-episodes", type=int, default=None,
                    help="episodes per evaluation (default: the scale's; OGBench's mazes are evaluated on 50)")
+    p.add_argument("--capture", action="store_true",
+                   help="replay each training step as a CUDA graph (minirl train --capture; needs --device cuda)")
     p.add_argument("--tag", default=None, help="results subdirectory (default: the scale's name)")
     p.add_argument("--root", default="results")
     p.add_argument("--set", nargs="+", action="extend", default=[], metavar="NAME=VALUE",
@@ -711,6 +714,9 @@ def _suite(a) -> int:
         config.at_least("--eval-every", a.eval_every, 1)
     if a.eval_episodes is not None:
         config.at_least("--eval-episodes", a.eval_episodes, 1)
+    if a.capture and not a.device.startswith("cuda"):
+        raise config.UserError(f"--capture replays each training step as a CUDA graph: it needs --device cuda, "
+                               f"not {a.device}")
     for dataset in a.datasets:
         runs.check_dataset(dataset)
     overrides = {algo: runs.parse_overrides(algo, a.set) for algo in a.algos}
@@ -726,7 +732,7 @@ def _suite(a) -> int:
             if a.redo and out.exists():
                 shutil.rmtree(out)
             run_one(root, algo, dataset, seed, scale.name, overrides[algo], a.steps, a.device, precision,
-                    a.threads, a.eval_every, eval_episodes=a.eval_episodes)
+                    a.threads, a.eval_every, eval_episodes=a.eval_episodes, capture=a.capture)
             write_summary(root)
         return _end(root, [], len(grid))
     todo = []
@@ -739,7 +745,8 @@ def _suite(a) -> int:
             print(f"skip {out} ({reason})")
             continue
         todo.append(SuiteJob(root, algo, dataset, seed, scale.name, overrides[algo], a.steps, a.device, precision,
-                             a.threads, a.eval_every, " ".join(sys.argv), settings["env"], a.eval_episodes))
+                             a.threads, a.eval_every, " ".join(sys.argv), settings["env"], a.eval_episodes,
+                             capture=a.capture))
     if not todo:
         return _end(root, [], 0)
     return _submit_and_wait(a, a.executor, settings, root, todo)

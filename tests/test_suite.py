@@ -335,3 +335,20 @@ def test_checkpoint_every_is_a_quarter_of_the_run_at_most_25000_steps(tmp_path, 
     with pytest.raises(RuntimeError, match="stop here"):
         run_suite._train_and_record(tmp_path, "iql", "hopper-medium", 0, "smoke", {}, 1_000_000, "cpu")
     assert seen["steps"] == 1_000_000 and seen["checkpoint_every"] == 25_000
+
+
+def test_capture_reaches_the_run_and_needs_a_gpu(tmp_path, monkeypatch, capsys):
+    sys.path.insert(0, str(REPO / "experiments"))
+    import run_suite
+    seen = {}
+
+    def fake_run(algo, dataset, **kw):
+        seen.update(kw)
+        raise RuntimeError("stop here")
+    monkeypatch.setattr(run_suite.runs, "run", fake_run)
+    with pytest.raises(RuntimeError, match="stop here"):
+        run_suite.run_one(tmp_path, "iql", "hopper-medium", 0, "smoke", {}, 10, "cuda", capture=True)
+    assert seen["capture"] is True
+    with pytest.raises(SystemExit):
+        run_suite.main(["--algos", "bc", "--datasets", "hopper-medium", "--capture", "--root", str(tmp_path)])
+    assert "--capture replays each training step as a CUDA graph: it needs --device cuda" in capsys.readouterr().err
