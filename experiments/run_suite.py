@@ -5,7 +5,7 @@
     python experiments/run_suite.py --algos iql --datasets pendulum-medium-replay --seeds 0 1 2 --scale cpu \\
         --tag cpu-iql-tau --set expectile=0.9
     python experiments/run_suite.py --algos bc bcq cql iql --datasets hopper-medium hopper-medium-replay \\
-        --scale full --device cuda --precision float32 --executor slurm --slurm-partition gpu
+        --scale full --device cuda --capture --precision float32 --executor slurm --slurm-partition gpu
 
 It made every training run under ``results/`` (into ``results/<tag>/``: e.g. ``results/record``, the results of
 record, whose commands are ``experiments/record.sh``, and ``results/cpu``, the first edition's grid); the other
