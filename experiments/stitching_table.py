@@ -1,0 +1,121 @@
+"""The stitching grid's table: every method on every dataset, with 95% bootstrap intervals over seeds, and each
+method's difference from BC and from 10%BC (book/stitching.md, book/lab/stitching.md).
+
+    python experiments/stitching_table.py                     # print the table of results/stitching
+    python experiments/stitching_table.py --write             # also write results/stitching/table.md
+
+For a maze the number is the success rate (in %, over the evaluation's 50 episodes) at the final evaluation; for
+Hopper the normalised score, at the final evaluation and averaged over each run's last five evaluations (single
+evaluations dip now and then). A method's row lists its finished seeds; a difference needs at least two seeds on both
+sides (with fewer it says so). The interval is ``minirl.plots.bootstrap_ci`` (the mean over seeds) and
+``difference_ci`` (two independent groups of seeds); the difference is "above" or "below" when its interval excludes
+0, else "overlap". Runs still training (no ``result.json``) are left out and counted.
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from minirl import plots  # noqa: E402
+
+METHODS = ("bc", "10%bc", "bcq", "cql", "iql")
+NAMES = {"bc": "BC", "10%bc": "10%BC", "bcq": "BCQ", "cql": "CQL", "iql": "IQL"}
+
+
+def final_and_last5(run: Path) -> tuple[float, float] | None:
+    """The run's final number and its mean over the last five evaluations (success in % for a maze), or None while
+    it trains."""
+    if not (run / "result.json").exists():
+        return None
+    with open(run / "eval.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    key = "success_rate" if "success_rate" in rows[0] else "score_mean"
+    values = np.array([float(r[key]) for r in rows]) * (100.0 if key == "success_rate" else 1.0)
+    return float(values[-1]), float(values[-5:].mean())
+
+
+def collect(root: Path) -> tuple[dict, int]:
+    """``{dataset: {method: [(final, last5), ...]}}`` over finished seeds, and the number of runs still training."""
+    table: dict = {}
+    running = 0
+    for method in METHODS:
+        for run in sorted((root / method).glob("*/s*")):
+            got = final_and_last5(run)
+            if got is None:
+                running += 1
+                continue
+            table.setdefault(run.parent.name, {}).setdefault(method, []).append(got)
+    return table, running
+
+
+def verdict(lo: float, hi: float) -> str:
+    return "above" if lo > 0 else "below" if hi < 0 else "overlap"
+
+
+def difference(a: list[float], b: list[float]) -> str:
+    if len(a) < 2 or len(b) < 2:
+        return "fewer than 2 seeds"
+    if np.ptp(a) == 0 and np.ptp(b) == 0:  # every seed the same number on both sides (e.g. 0% everywhere)
+        return f"{np.mean(a) - np.mean(b):+.1f} (no spread)"
+    d, lo, hi = plots.difference_ci(a, b)
+    return f"{d:+.1f} [{lo:+.1f}, {hi:+.1f}] {verdict(lo, hi)}"
+
+
+def mean_ci(values: list[float]) -> str:
+    if len(values) < 2:
+        return f"{values[0]:.1f} (one seed)"
+    lo, hi = plots.bootstrap_ci(values)
+    return f"{np.mean(values):.1f} [{lo:.1f}, {hi:.1f}]"
+
+
+def render(table: dict, running: int) -> str:
+    lines = ["| dataset | method | seeds | final, mean [95% CI] | minus BC | minus 10%BC | last 5 evaluations | "
+             "last 5 minus 10%BC |", "| --- | --- | ---: | --- | --- | --- | --- | --- |"]
+    for dataset in sorted(table):
+        cells = table[dataset]
+        final = {m: [f for f, _ in cells[m]] for m in cells}
+        last5 = {m: [x for _, x in cells[m]] for m in cells}
+        for method in METHODS:
+            if method not in cells:
+                continue
+            minus_bc = difference(final[method], final["bc"]) if method != "bc" and "bc" in final else ""
+            minus_10 = (difference(final[method], final["10%bc"])
+                        if method not in ("bc", "10%bc") and "10%bc" in final else "")
+            last_10 = (difference(last5[method], last5["10%bc"])
+                       if method not in ("bc", "10%bc") and "10%bc" in last5 else "")
+            lines.append(f"| {dataset} | {NAMES[method]} | {len(final[method])} | {mean_ci(final[method])} | "
+                         f"{minus_bc} | {minus_10} | {mean_ci(last5[method])} | {last_10} |")
+    unit = ("Mazes: success rate in % over 50 episodes; Hopper: normalised score. Differences are over seeds "
+            "(`plots.difference_ci`); above/below: the 95% interval excludes 0.")
+    return "\n".join(lines) + f"\n\n{unit} Runs still training, left out: {running}.\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--root", type=Path, default=REPO / "results" / "stitching")
+    ap.add_argument("--write", action="store_true", help="also write <root>/table.md")
+    args = ap.parse_args(argv)
+    if not args.root.is_dir():
+        ap.error(f"--root {args.root}: no such folder")
+    table, running = collect(args.root)
+    if not table:
+        print(f"no finished run under {args.root}", file=sys.stderr)
+        return 1
+    text = render(table, running)
+    print(text)
+    if args.write:
+        (args.root / "table.md").write_text(f"# The stitching grid (`experiments/stitching_table.py`)\n\n{text}")
+        print(f"wrote {args.root / 'table.md'}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

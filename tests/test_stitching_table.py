@@ -1,0 +1,47 @@
+"""experiments/stitching_table.py: the stitching grid's table of means and differences with intervals."""
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "experiments"))
+import stitching_table  # noqa: E402
+
+
+def fake_run(root, method, dataset, seed, values, key="score_mean", finished=True):
+    run = root / method / dataset / f"s{seed}"
+    run.mkdir(parents=True)
+    rows = "".join(f"{5000 * (i + 1)},{v}\n" for i, v in enumerate(values))
+    (run / "eval.csv").write_text(f"step,{key}\n{rows}")
+    if finished:
+        (run / "result.json").write_text(json.dumps({"seed": seed}))
+
+
+def test_the_table_has_final_and_last_five_and_the_differences_with_their_verdicts(tmp_path):
+    for seed in range(3):
+        fake_run(tmp_path, "bc", "hopper-full-replay", seed, [50, 50, 50, 50, 50, 60 + seed])
+        fake_run(tmp_path, "10%bc", "hopper-full-replay", seed, [100] * 5 + [100 + seed])
+        fake_run(tmp_path, "iql", "hopper-full-replay", seed, [90] * 5 + [110 + seed])
+        fake_run(tmp_path, "iql", "pointmaze-medium-stitch-singletask-task1", seed, [0.0, 0.0, 0.0, 0.0, 1.0],
+                 key="success_rate")
+    fake_run(tmp_path, "cql", "hopper-full-replay", 0, [1.0] * 6, finished=False)  # still training: left out
+    table, running = stitching_table.collect(tmp_path)
+    assert running == 1 and set(table) == {"hopper-full-replay", "pointmaze-medium-stitch-singletask-task1"}
+    assert table["hopper-full-replay"]["iql"][1] == pytest.approx((111.0, (90 * 4 + 111) / 5))
+    assert table["pointmaze-medium-stitch-singletask-task1"]["iql"][0] == (100.0, 20.0)  # success in %
+    text = stitching_table.render(table, running)
+    iql = next(line for line in text.splitlines() if line.startswith("| hopper-full-replay | IQL |"))
+    assert "| 3 | 111.0 [110.0, 112.0] |" in iql
+    assert "+50.0 [" in iql and "above" in iql          # minus BC (61 on average)
+    assert "+10.0 [+8.7, +11.3] above" in iql              # minus 10%BC at the final evaluation
+    assert "below" in iql.split("|")[-2]                  # over the last five evaluations IQL is below 10%BC
+    assert "Runs still training, left out: 1." in text
+
+
+def test_one_seed_says_so_and_a_difference_needs_two(tmp_path):
+    fake_run(tmp_path, "bc", "hopper-full-replay", 0, [40.0])
+    fake_run(tmp_path, "bcq", "hopper-full-replay", 0, [80.0])
+    text = stitching_table.render(*stitching_table.collect(tmp_path))
+    assert "80.0 (one seed)" in text and "fewer than 2 seeds" in text
