@@ -235,26 +235,49 @@ def shipped_replay(name: str):
     return OfflineDataset(**arrays, action_low=low, action_high=high)
 
 
+# OGBench's IQL on its mazes (Park et al. 2024, agents/iql.py and the paper's appendix): 3 x 512 networks with
+# LayerNorm, batches of 1,024; with minirl's maze settings (runs.DOMAIN_CONFIG: expectile 0.9, beta 10, raw rewards)
+MAZE_SETTINGS = {"hidden": (512, 512, 512), "layer_norm": True}
+MAZE_BATCH = 1024
+
+
+def run_data(run: str, maze_dataset: str, maze_transitions: int | None):
+    """The real run's dataset, its IQL settings and batch size: the shipped hopper-medium-replay with the paper's
+    MuJoCo settings, or a maze (made here: OGBench's environments need MuJoCo) with OGBench's."""
+    if run == "hopper":
+        return TRAIN_DATASET, shipped_replay(TRAIN_DATASET), {"max_steps": 1_000_000}, 256
+    from minirl import datasets, maze
+    if not maze.is_maze_name(maze_dataset):
+        raise ValueError(f"--maze-dataset {maze_dataset!r} is not a maze dataset (e.g. "
+                         "pointmaze-medium-stitch-singletask-task1)")
+    raw = datasets.load_dataset(maze_dataset, maze_transitions, progress=False)
+    return (maze_dataset, raw, {**runs.domain_config("iql", maze_dataset), **MAZE_SETTINGS, "max_steps": 1_000_000},
+            MAZE_BATCH)
+
+
 def train_run(device: str, k: int, budget: Budget, snapshot_every: int, max_steps: int, capture: bool,
-              out: Path | None, meta: dict) -> dict:
+              out: Path | None, meta: dict, run: str = "hopper", maze_dataset: str = "",
+              maze_transitions: int | None = None) -> dict:
     from minirl.train import prepare_dataset
-    raw = shipped_replay(TRAIN_DATASET)
-    cfg = runs.make_config("iql", {"max_steps": 1_000_000})
+    t0 = time.perf_counter()
+    name, raw, settings, batch_size = run_data(run, maze_dataset, maze_transitions)
+    print(f"  {name}: {len(raw):,} transitions, ready in {time.perf_counter() - t0:.0f} s", flush=True)
+    cfg = runs.make_config("iql", settings)
     data, state_normalizer, _ = prepare_dataset(raw, cfg.normalize_states, cfg.reward_scale)
     tensors, n = data.to_tensors(device), len(data)
-    batched = batched_seeds.BatchedIQL(batched_seeds.make_agents(data, k, device))
+    batched = batched_seeds.BatchedIQL(batched_seeds.make_agents(data, k, device, **settings))
     torch.manual_seed(0)
     if device == "cuda":
         torch.cuda.manual_seed(0)
     mode = "captured" if capture else "eager"
     if capture:
-        step = devices.CapturedStep(lambda: batched.update(joint_batch(tensors, n, k, 256)), batched)
+        step = devices.CapturedStep(lambda: batched.update(joint_batch(tensors, n, k, batch_size)), batched)
     else:
         def step():
-            return batched.update(joint_batch(tensors, n, k, 256))
+            return batched.update(joint_batch(tensors, n, k, batch_size))
     snapshots, log, t, start = {0: actor_states(batched)}, [], 0, time.perf_counter()
-    print(f"  IQL x {k} seeds on {TRAIN_DATASET} ({n:,} transitions), {mode}, float32, until the budget ends",
-          flush=True)
+    print(f"  IQL x {k} seeds on {name}, batch {batch_size}, hidden {cfg.hidden}, layer norm {cfg.layer_norm}, "
+          f"{mode}, float32, until the budget ends", flush=True)
     while t < max_steps and budget.left() > 25:
         logs = step()
         t += 1
@@ -272,12 +295,14 @@ def train_run(device: str, k: int, budget: Budget, snapshot_every: int, max_step
         torch.cuda.synchronize()
     seconds = time.perf_counter() - start
     snapshots[t] = actor_states(batched)
-    result = {"dataset": TRAIN_DATASET, "seeds": k, "steps": t, "seconds": seconds, "updates_per_s": t / seconds,
-              "mode": mode, "precision": "float32", "log": log, "snapshot_steps": sorted(snapshots)}
+    result = {"dataset": name, "seeds": k, "steps": t, "seconds": seconds, "updates_per_s": t / seconds,
+              "batch_size": batch_size, "mode": mode, "precision": "float32", "log": log,
+              "snapshot_steps": sorted(snapshots)}
     if out is not None:
         for i in range(k):
-            torch.save({"seed": i, "algo": "iql", "dataset": TRAIN_DATASET, "config": asdict(cfg),
-                        "state_normalizer": state_normalizer.state_dict(), "meta": meta,
+            torch.save({"seed": i, "algo": "iql", "dataset": name, "config": asdict(cfg), "batch_size": batch_size,
+                        "state_normalizer": None if state_normalizer is None else state_normalizer.state_dict(),
+                        "meta": meta,
                         "steps_done": t, "mode": mode, "precision": "float32",
                         "snapshots": {s: snapshots[s][i] for s in sorted(snapshots)}}, out / f"curve_s{i}.pt")
     return result
@@ -329,45 +354,59 @@ def run_all(args) -> int:
 
     data = synthetic_dataset(n=100_000 if not args.dry_run else 5_000, obs_dim=11, act_dim=3)
     data.to_tensors(device)
-    # 1. checks
-    print("\n1. checks, float32", flush=True)
-    try:
-        worst = batched_seeds.check_same_as_plain(data, k=3, steps=3, batch_size=64, device=device)
-        results["checks"]["batched == plain (IQL, K=3)"] = worst
-        print(f"  batched IQL (K=3) == 3 plain IQL updates: largest difference {worst:.1e}", flush=True)
-    except Exception as e:
-        results["checks"]["batched == plain (IQL, K=3)"] = first_line(e)
-        print(f"  batched == plain failed: {first_line(e)}", flush=True)
-        traceback.print_exc()
     capture_ok = {}
-    if device == "cuda":
-        for name in ("bc", "bcq", "iql", "iql batched", "cql"):  # CQL last: a failed capture can upset the RNG
+    if args.skip_table:  # straight to the run: only the batched update's capture is checked first
+        print("\n1-2. checks and table skipped (--skip-table)", flush=True)
+        if device == "cuda":
             try:
-                worst = (check_captured_batched(data, device) if name == "iql batched"
-                         else check_captured_single(name, data, device, sizes))
-                capture_ok[name] = worst < 1e-3
-                results["checks"][f"captured == eager ({name})"] = worst
-                print(f"  {name}: captured == eager over 20 steps: largest difference {worst:.1e}", flush=True)
+                worst = check_captured_batched(data, device)
+                capture_ok["iql batched"] = worst < 1e-3
+                results["checks"]["captured == eager (iql batched)"] = worst
+                print(f"  iql batched: captured == eager over 20 steps: largest difference {worst:.1e}", flush=True)
             except Exception as e:
-                capture_ok[name] = False
-                results["checks"][f"captured == eager ({name})"] = first_line(e)
-                print(f"  {name}: capture failed: {first_line(e)}", flush=True)
-                traceback.print_exc()
-            torch.cuda.empty_cache()
+                results["checks"]["captured == eager (iql batched)"] = first_line(e)
+                print(f"  iql batched: capture failed: {first_line(e)}", flush=True)
     else:
-        print("  captured == eager: not checked (CUDA graphs need a GPU)")
-    save()
-    # 2. the speed table
-    print(f"\n2. speed, {args.seconds:g} s per row", flush=True)
-    results["rows"] = speed_rows(data, device, sizes, args.seconds, args.seeds, budget, capture_ok)
-    save()
-    print_table(results["rows"], meta)
+        # 1. checks
+        print("\n1. checks, float32", flush=True)
+        try:
+            worst = batched_seeds.check_same_as_plain(data, k=3, steps=3, batch_size=64, device=device)
+            results["checks"]["batched == plain (IQL, K=3)"] = worst
+            print(f"  batched IQL (K=3) == 3 plain IQL updates: largest difference {worst:.1e}", flush=True)
+        except Exception as e:
+            results["checks"]["batched == plain (IQL, K=3)"] = first_line(e)
+            print(f"  batched == plain failed: {first_line(e)}", flush=True)
+            traceback.print_exc()
+        if device == "cuda":
+            for name in ("bc", "bcq", "iql", "iql batched", "cql"):  # CQL last: a failed capture can upset the RNG
+                try:
+                    worst = (check_captured_batched(data, device) if name == "iql batched"
+                             else check_captured_single(name, data, device, sizes))
+                    capture_ok[name] = worst < 1e-3
+                    results["checks"][f"captured == eager ({name})"] = worst
+                    print(f"  {name}: captured == eager over 20 steps: largest difference {worst:.1e}", flush=True)
+                except Exception as e:
+                    capture_ok[name] = False
+                    results["checks"][f"captured == eager ({name})"] = first_line(e)
+                    print(f"  {name}: capture failed: {first_line(e)}", flush=True)
+                    traceback.print_exc()
+                torch.cuda.empty_cache()
+        else:
+            print("  captured == eager: not checked (CUDA graphs need a GPU)")
+        save()
+        # 2. the speed table
+        print(f"\n2. speed, {args.seconds:g} s per row", flush=True)
+        results["rows"] = speed_rows(data, device, sizes, args.seconds, args.seeds, budget, capture_ok)
+        save()
+        print_table(results["rows"], meta)
     # 3. the real run
     print(f"\n3. a full-scale IQL run, {budget.left():.0f} s left", flush=True)
     if budget.left() > 60:
         try:
+            capture = capture_ok.get("iql batched", False)
             results["train"] = train_run(device, args.train_seeds, budget, args.snapshot_every,
-                                         args.max_train_steps, capture_ok.get("iql batched", False), out, meta)
+                                         args.max_train_steps, capture, out, meta, args.run, args.maze_dataset,
+                                         args.maze_transitions)
             tr = results["train"]
             print(f"  {tr['steps']:,} steps x {tr['seeds']} seeds in {tr['seconds']:.0f} s "
                   f"({tr['updates_per_s']:,.0f} updates/s, {tr['mode']}); actors kept at {tr['snapshot_steps']}")
@@ -382,9 +421,9 @@ def run_all(args) -> int:
     return 0
 
 
-def evaluate(run_dir: Path, episodes: int, out_csv: Path | None) -> int:
+def evaluate(run_dir: Path, episodes: int | None, out_csv: Path | None) -> int:
     """Score every kept actor of ``run_dir/curve_s*.pt`` on the dataset's environment (MuJoCo, on the CPU)."""
-    from minirl import datasets, plots
+    from minirl import datasets, maze, plots
     from minirl.data import StateNormalizer
     from minirl.evaluation import run_episodes
     from minirl.iql import IQL, IQLConfig
@@ -396,21 +435,27 @@ def evaluate(run_dir: Path, episodes: int, out_csv: Path | None) -> int:
     for path in files:
         ck = torch.load(path, map_location="cpu", weights_only=False)
         task = datasets.parse_name(ck["dataset"])[0]
+        is_maze = maze.is_maze_name(ck["dataset"])
         raw = datasets.load_dataset(ck["dataset"], progress=False)
-        if not (np.all(raw.action_low == HOPPER_ACTION_BOX[0]) and np.all(raw.action_high == HOPPER_ACTION_BOX[1])):
+        if not is_maze and not (np.all(raw.action_low == HOPPER_ACTION_BOX[0])
+                                and np.all(raw.action_high == HOPPER_ACTION_BOX[1])):
             raise ValueError(f"{ck['dataset']}'s action box is not HOPPER_ACTION_BOX, which the GPU run assumed")
         cfg = IQLConfig(**{k: tuple(v) if k == "hidden" else v for k, v in ck["config"].items()})
         agent = IQL(raw.obs_dim, raw.act_dim, raw.action_low, raw.action_high, cfg)
-        normalizer = StateNormalizer.from_state_dict(ck["state_normalizer"])
+        normalizer = (None if ck["state_normalizer"] is None
+                      else StateNormalizer.from_state_dict(ck["state_normalizer"]))
+        n_episodes = episodes if episodes is not None else (50 if is_maze else 10)  # OGBench: 50 per task
         for step, state in sorted(ck["snapshots"].items()):
             agent.actor.load_state_dict(state)
-            returns = run_episodes(agent, task.env_id, episodes, seed=10_000 * (ck["seed"] + 1),
-                                   state_normalizer=normalizer)["returns"]
-            score = datasets.normalized_score(task, returns)
+            played = run_episodes(agent, task.env_id, n_episodes, seed=10_000 * (ck["seed"] + 1),
+                                  state_normalizer=normalizer)
+            returns = played["returns"]
+            # a maze's number is its success rate in % (OGBench's), Hopper's the normalised score
+            score = 100.0 * played["successes"].astype(float) if is_maze else datasets.normalized_score(task, returns)
             rows.append({"seed": ck["seed"], "step": step, "return_mean": float(returns.mean()),
                          "score_mean": float(np.mean(score))})
-            print(f"  seed {ck['seed']} step {step:>8,}: return {returns.mean():8.1f}, score {np.mean(score):6.1f}",
-                  flush=True)
+            print(f"  seed {ck['seed']} step {step:>8,}: return {returns.mean():8.1f}, "
+                  f"{'success %' if is_maze else 'score'} {np.mean(score):6.1f}", flush=True)
     if out_csv is not None:
         import csv
         out_csv.parent.mkdir(parents=True, exist_ok=True)
@@ -418,7 +463,7 @@ def evaluate(run_dir: Path, episodes: int, out_csv: Path | None) -> int:
             w = csv.DictWriter(f, fieldnames=list(rows[0]))
             w.writeheader()
             w.writerows(rows)
-    print("\n| step | seeds | score, mean [95% CI] |")
+    print("\n| step | seeds | score (maze: success %), mean [95% CI] |")
     print("| ---: | ---: | --- |")
     for step in sorted({r["step"] for r in rows}):
         scores = np.array([r["score_mean"] for r in rows if r["step"] == step])
@@ -436,17 +481,25 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--train-seeds", type=int, default=5, help="K seeds of the real run (default 5)")
     ap.add_argument("--snapshot-every", type=int, default=25_000, help="keep the actors every this many steps")
     ap.add_argument("--max-train-steps", type=int, default=1_000_000)
+    ap.add_argument("--run", choices=("hopper", "maze"), default="hopper",
+                    help="the real run: IQL on the shipped hopper-medium-replay (the paper's MuJoCo settings), or on "
+                    "--maze-dataset with OGBench's settings (3 x 512 LayerNorm, batch 1024; needs MuJoCo and ogbench "
+                    "to make the maze)")
+    ap.add_argument("--maze-dataset", default="pointmaze-medium-stitch-singletask-task1")
+    ap.add_argument("--maze-transitions", type=int, default=None, help="a smaller maze dataset (default: 1M)")
+    ap.add_argument("--skip-table", action="store_true", help="skip the checks and the table: straight to the run")
     ap.add_argument("--out", type=Path, default=None, help="folder for gpu_results.json and curve_s*.pt")
     ap.add_argument("--evaluate", type=Path, default=None, metavar="DIR",
                     help="score the actors a run saved in DIR (needs MuJoCo), instead of benchmarking")
-    ap.add_argument("--episodes", type=int, default=10, help="evaluation episodes per kept actor (--evaluate)")
+    ap.add_argument("--episodes", type=int, default=None,
+                    help="evaluation episodes per kept actor (--evaluate; default 10, 50 on a maze as OGBench)")
     ap.add_argument("--csv", type=Path, default=None, help="write --evaluate's scores to this CSV")
     args = ap.parse_args(argv)
     for name in ("budget", "seconds"):
         if getattr(args, name) <= 0:
             ap.error(f"--{name} must be positive, got {getattr(args, name)}")
-    for name in ("train_seeds", "snapshot_every", "max_train_steps", "episodes"):
-        if getattr(args, name) < 1:
+    for name in ("train_seeds", "snapshot_every", "max_train_steps", "episodes", "maze_transitions"):
+        if getattr(args, name) is not None and getattr(args, name) < 1:
             ap.error(f"--{name.replace('_', '-')} must be at least 1, got {getattr(args, name)}")
     if any(k < 1 for k in args.seeds):
         ap.error(f"--seeds: every K must be at least 1, got {args.seeds}")
