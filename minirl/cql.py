@@ -187,8 +187,9 @@ def sample_actions(actor: TanhGaussianActor, mean: torch.Tensor, std: torch.Tens
     forward pass per state gives the mean and std; the n draws only cost the noise.
     """
     dist = Normal(mean.unsqueeze(1).expand(-1, n, -1), std.unsqueeze(1).expand(-1, n, -1), validate_args=False)
-    u = dist.rsample().detach()  # mean + std * noise; Normal.sample() checks std >= 0 on the host, which a CUDA graph
-    # cannot hold (minirl.devices.CapturedStep), and the gradient is not wanted here
+    # mean + std * noise: the same numbers as dist.sample(), which checks std >= 0 on the host (a sync that a CUDA
+    # graph cannot hold, minirl.devices.CapturedStep); no gradient is wanted here
+    u = dist.rsample().detach()
     # nets' log-density of the squashed action is in environment units; adding log|scale| gives it in the box
     log_p = actor._squash_log_prob(dist, u) + actor.action_scale.log().sum()
     return actor.to_env(torch.tanh(u)), log_p
