@@ -120,6 +120,23 @@ def test_cosine_schedule():
     assert [flat.update(b)["actor_lr"] for _ in range(3)] == [3e-4] * 3
 
 
+
+def test_a_checkpoint_with_the_learning_rate_as_a_number_resumes_on_the_schedule():
+    # checkpoints written before the schedule moved onto the device hold the actor's lr as a Python number
+    agent = small_agent(max_steps=10)
+    b = random_batch()
+    for _ in range(4):
+        agent.update(b)
+    state = agent.state_dict()
+    state["actor_opt"]["param_groups"][0]["lr"] = float(state["actor_opt"]["param_groups"][0]["lr"])
+    resumed = small_agent(max_steps=10)
+    resumed.load_state_dict(state)
+    assert isinstance(resumed.actor_opt.param_groups[0]["lr"], torch.Tensor)  # fused Adam: a tensor again
+    assert resumed.step == 4 and float(resumed.t) == 4.0
+    assert float(resumed.update(b)["actor_lr"]) == pytest.approx(cosine_lr(4, 10, 3e-4))
+    assert float(agent.update(b)["actor_lr"]) == pytest.approx(cosine_lr(4, 10, 3e-4))
+
+
 # ------------------------------------------------------------------------------------------------ the agent's wiring
 
 def test_update_uses_target_critics_for_v_and_new_v_for_q(monkeypatch):
