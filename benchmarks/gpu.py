@@ -22,6 +22,11 @@ What it does, in order, each step skipped with a line saying so when the budget 
    written to ``DIR/curve_s<seed>.pt`` and scored later on a machine with MuJoCo (``--evaluate DIR``), since the GPU
    machine lacks it. No evaluation runs on the GPU, so the run's rate is the update rate.
 
+Options for a later session: ``--run maze`` makes the real run IQL at OGBench's maze settings on
+``--maze-dataset`` (made on the GPU machine, which then needs MuJoCo and ogbench carried as wheels: see
+benchmarks/README.md); ``--skip-table`` goes straight to the run; ``--compiled`` adds, after the run, BC and IQL with
+their networks compiled (``torch.compile``) inside the captured step, to see whether fewer, fused kernels shorten it.
+
 Everything printed and written names the GPU, torch's version and the precision.
 """
 from __future__ import annotations
@@ -140,7 +145,10 @@ def timed(step, seconds: float, device: str) -> float:
     return _timed_loop(step, seconds, device)[0]
 
 
-def speed_rows(data, device: str, sizes: str, seconds: float, ks: list[int], budget: Budget, capture_ok: dict):
+def speed_rows(data, device: str, sizes: str, seconds: float, ks: list[int], budget: Budget, capture_ok: dict,
+               compiled: bool = False):
+    """The table's rows; ``compiled``: only BC's and IQL's update with compiled networks inside the captured step
+    (run last, after the real run: a capture that fails can leave the GPU's state upset for what follows)."""
     cuda = device == "cuda"
     tensors, n = data.to_tensors(device), len(data)
     rows = []
@@ -163,6 +171,19 @@ def speed_rows(data, device: str, sizes: str, seconds: float, ks: list[int], bud
         print(f"  {algo:>4} K={k:<2} {precision:<7} {mode:<8} " +
               (f"{r['updates_per_s']:10,.1f} updates/s" if "updates_per_s" in r else r["error"]), flush=True)
 
+    if compiled:  # fewer, fused kernels inside the graph: does torch.compile shorten a captured step?
+        for algo in ("bc", "iql"):
+            def compiled_captured(algo=algo):
+                if not cuda:
+                    raise RuntimeError("CUDA graphs need a GPU")
+                if not capture_ok.get(algo, False):
+                    raise RuntimeError("skipped: the capture check failed")
+                agent = make_single(algo, data, device, sizes)
+                devices.compile_agent(agent)  # compiled during CapturedStep's warm-up, before the capture
+                step = devices.CapturedStep(lambda: agent.update(data.sample(256, device)), agent)
+                return timed(step, seconds, device)
+            add(algo, 1, "float32", "compiled+captured", compiled_captured)
+        return rows
     for algo in ALGOS:
         for precision in ("float32", "bf16"):
             bf16 = precision == "bf16"
@@ -417,6 +438,10 @@ def run_all(args) -> int:
     else:
         print("  skipped: under 60 s of budget left")
     save()
+    if args.compiled and not args.skip_table:
+        print("\n4. compiled networks inside the captured step", flush=True)
+        results["rows"] += speed_rows(data, device, sizes, args.seconds, args.seeds, budget, capture_ok, compiled=True)
+        save()
     print_table(results["rows"], meta)
     return 0
 
@@ -488,6 +513,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--maze-dataset", default="pointmaze-medium-stitch-singletask-task1")
     ap.add_argument("--maze-transitions", type=int, default=None, help="a smaller maze dataset (default: 1M)")
     ap.add_argument("--skip-table", action="store_true", help="skip the checks and the table: straight to the run")
+    ap.add_argument("--compiled", action="store_true",
+                    help="also time BC and IQL with their networks compiled (torch.compile) inside the captured step")
     ap.add_argument("--out", type=Path, default=None, help="folder for gpu_results.json and curve_s*.pt")
     ap.add_argument("--evaluate", type=Path, default=None, metavar="DIR",
                     help="score the actors a run saved in DIR (needs MuJoCo), instead of benchmarking")
