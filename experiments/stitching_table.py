@@ -45,7 +45,8 @@ def collect(root: Path) -> tuple[dict, int]:
     """``{dataset: {method: [(final, last5), ...]}}`` over finished seeds, and the number of runs still training."""
     table: dict = {}
     running = 0
-    for method in METHODS:
+    labels = [*METHODS, *sorted(d.name for d in root.iterdir() if d.is_dir() and d.name not in METHODS)]
+    for method in labels:  # the five methods, then variants such as iql-layer_norm=True
         for run in sorted((root / method).glob("*/s*")):
             got = final_and_last5(run)
             if got is None:
@@ -82,7 +83,7 @@ def render(table: dict, running: int) -> str:
         cells = table[dataset]
         final = {m: [f for f, _ in cells[m]] for m in cells}
         last5 = {m: [x for _, x in cells[m]] for m in cells}
-        for method in METHODS:
+        for method in [*METHODS, *sorted(m for m in cells if m not in METHODS)]:
             if method not in cells:
                 continue
             minus_bc = difference(final[method], final["bc"]) if method != "bc" and "bc" in final else ""
@@ -90,7 +91,7 @@ def render(table: dict, running: int) -> str:
                         if method not in ("bc", "10%bc") and "10%bc" in final else "")
             last_10 = (difference(last5[method], last5["10%bc"])
                        if method not in ("bc", "10%bc") and "10%bc" in last5 else "")
-            lines.append(f"| {dataset} | {NAMES[method]} | {len(final[method])} | {mean_ci(final[method])} | "
+            lines.append(f"| {dataset} | {NAMES.get(method, method)} | {len(final[method])} | {mean_ci(final[method])} | "
                          f"{minus_bc} | {minus_10} | {mean_ci(last5[method])} | {last_10} |")
     unit = ("Mazes: success rate in % over 50 episodes; Hopper: normalised score. Differences are over seeds "
             "(`plots.difference_ci`); above/below: the 95% interval excludes 0.")

@@ -43,5 +43,7 @@ def test_the_table_has_final_and_last_five_and_the_differences_with_their_verdic
 def test_one_seed_says_so_and_a_difference_needs_two(tmp_path):
     fake_run(tmp_path, "bc", "hopper-full-replay", 0, [40.0])
     fake_run(tmp_path, "bcq", "hopper-full-replay", 0, [80.0])
+    fake_run(tmp_path, "iql-layer_norm=True", "hopper-full-replay", 0, [90.0])  # a variant's label gets its rows
     text = stitching_table.render(*stitching_table.collect(tmp_path))
     assert "80.0 (one seed)" in text and "fewer than 2 seeds" in text
+    assert "| hopper-full-replay | iql-layer_norm=True | 1 | 90.0 (one seed) |" in text
