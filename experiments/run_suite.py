@@ -714,9 +714,8 @@ def _suite(a) -> int:
         config.at_least("--eval-every", a.eval_every, 1)
     if a.eval_episodes is not None:
         config.at_least("--eval-episodes", a.eval_episodes, 1)
-    if a.capture and not a.device.startswith("cuda"):
-        raise config.UserError(f"--capture replays each training step as a CUDA graph: it needs --device cuda, "
-                               f"not {a.device}")
+    if a.capture:
+        devices.check_capture(a.device)
     for dataset in a.datasets:
         runs.check_dataset(dataset)
     overrides = {algo: runs.parse_overrides(algo, a.set) for algo in a.algos}

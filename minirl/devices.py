@@ -204,40 +204,41 @@ def graph_context(device: str, precision: str | None = None, amp: bool = False):
     return lambda: torch.autocast(torch.device(device).type, dtype=torch.bfloat16, cache_enabled=False)
 
 
-def _state_tensors(obj, seen: set | None = None, depth: int = 0) -> list[torch.Tensor]:
-    """Every tensor an agent holds: its networks' parameters and buffers, its optimisers' state, and tensors held in
-    its attributes (directly, or in dicts, lists and plain objects, a few levels down)."""
-    seen = set() if seen is None else seen
-    if id(obj) in seen or depth > 4:
-        return []
-    seen.add(id(obj))
-    if isinstance(obj, torch.Tensor):
-        return [obj]
-    if isinstance(obj, torch.nn.Module):
-        return [t for t in obj.state_dict(keep_vars=True).values() if isinstance(t, torch.Tensor)]
-    if isinstance(obj, torch.optim.Optimizer):
-        return [t for state in obj.state.values() for t in state.values() if isinstance(t, torch.Tensor)]
-    if isinstance(obj, dict):
-        items = list(obj.values())
-    elif isinstance(obj, (list, tuple)):
-        items = list(obj)
-    elif hasattr(obj, "__dict__") and not isinstance(obj, type):
-        items = list(vars(obj).values())
-    else:
-        return []
-    return [t for item in items for t in _state_tensors(item, seen, depth + 1)]
+def check_capture(device: str) -> None:
+    """A one-line :class:`UserError` unless ``device`` is a CUDA device: capturing needs CUDA graphs."""
+    if torch.device(device).type != "cuda":
+        raise UserError(f"--capture replays each training step as a CUDA graph: it needs --device cuda, not {device}")
 
 
-def _optimizers(obj, seen: set | None = None, depth: int = 0) -> list[torch.optim.Optimizer]:
+def _holdings(obj, seen: set | None = None, depth: int = 0) -> list:
+    """The tensors, networks and optimisers an agent holds: its attributes, and those held in dicts, lists and plain
+    objects, a few levels down."""
     seen = set() if seen is None else seen
-    if id(obj) in seen or depth > 4 or isinstance(obj, (torch.Tensor, torch.nn.Module, type)):
+    if id(obj) in seen or depth > 4 or isinstance(obj, type):
         return []
     seen.add(id(obj))
-    if isinstance(obj, torch.optim.Optimizer):
+    if isinstance(obj, (torch.Tensor, torch.nn.Module, torch.optim.Optimizer)):
         return [obj]
     items = (list(obj.values()) if isinstance(obj, dict) else list(obj) if isinstance(obj, (list, tuple))
              else list(vars(obj).values()) if hasattr(obj, "__dict__") else [])
-    return [o for item in items for o in _optimizers(item, seen, depth + 1)]
+    return [held for item in items for held in _holdings(item, seen, depth + 1)]
+
+
+def _state_tensors(agent) -> list[torch.Tensor]:
+    """Every tensor ``agent`` holds: its networks' parameters and buffers, its optimisers' state, bare tensors."""
+    tensors = []
+    for held in _holdings(agent):
+        if isinstance(held, torch.nn.Module):
+            tensors += [t for t in held.state_dict(keep_vars=True).values() if isinstance(t, torch.Tensor)]
+        elif isinstance(held, torch.optim.Optimizer):
+            tensors += [t for state in held.state.values() for t in state.values() if isinstance(t, torch.Tensor)]
+        else:
+            tensors.append(held)
+    return tensors
+
+
+def _optimizers(agent) -> list[torch.optim.Optimizer]:
+    return [held for held in _holdings(agent) if isinstance(held, torch.optim.Optimizer)]
 
 
 class CapturedStep:

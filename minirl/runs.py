@@ -22,7 +22,8 @@ import torch
 from . import nets
 from .config import UserError, at_least, check_writable, did_you_mean, field_types, parse_field
 from .data import OfflineDataset, StateNormalizer, atomic_write
-from .devices import COMPILE_MODES, check_device, compile_agent, requested_precision, resolve_precision
+from .devices import (COMPILE_MODES, check_capture, check_device, compile_agent, requested_precision,
+                      resolve_precision)
 from .evaluation import evaluate, make_task_env
 from .train import load_agent_state, prepare_dataset, read_checkpoint, train
 # --------------------------------------------------------------------------------------------------------------
@@ -260,8 +261,8 @@ def plan_run(algo: str, dataset: str, *, scale: str | None = None, steps: int | 
     if threads is not None:
         at_least("--threads", threads, 1)
     check_device(device)
-    if capture and torch.device(device).type != "cuda":
-        raise UserError(f"--capture records each training step as a CUDA graph: it needs --device cuda, not {device}")
+    if capture:
+        check_capture(device)
     requested = requested_precision(precision, amp)
     resolved = resolve_precision(requested, device)
     if compile not in (False, True, *COMPILE_MODES):

@@ -27,7 +27,7 @@ from . import versions
 from .behavior import progress_bar
 from .config import UserError, at_least
 from .data import OfflineDataset, RewardTransform, StateNormalizer, atomic_write
-from .devices import CapturedStep, graph_context, update_context
+from .devices import CapturedStep, check_capture, graph_context, update_context
 from .evaluation import has_value_estimate, run_episodes, value_check
 # --------------------------------------------------------------------------------------------------------------
 # Data preparation
@@ -149,8 +149,8 @@ def train(agent, dataset: OfflineDataset, steps: int, *, batch_size: int = 256, 
         raise ValueError("tensorboard=True needs out= (the directory the event files are written to)")
     writer = _tensorboard_writer(out) if tensorboard else None
     precision_ctx = update_context(device, precision, amp)  # raises here, not at the first update, if bf16 is missing
-    if capture and torch.device(device).type != "cuda":
-        raise UserError(f"--capture records each training step as a CUDA graph: it needs --device cuda, not {device}")
+    if capture:
+        check_capture(device)
     if capture and update is not None:
         raise ValueError("capture=True records agent.update(); a custom update= cannot be captured")
     if sync_every_step is None:
