@@ -118,27 +118,26 @@ def compare(eager_logs, captured_logs, a, b) -> float:
     return worst
 
 
-def check_captured_single(algo: str, data, device: str, sizes: str, steps: int = 20, batch_size: int = 256):
-    agent = make_single(algo, data, device, sizes)
+def captured_vs_eager(agent, batch, steps: int = 20) -> float:
+    """``steps`` eager updates of ``agent`` against the same updates of a copy replayed as a CUDA graph, from the same
+    seed, ``batch()`` drawing each batch (:func:`compare`)."""
     twin = copy.deepcopy(agent)
     torch.cuda.manual_seed(1)
-    eager = [floats(agent.update(data.sample(batch_size, device))) for _ in range(steps)]
+    eager = [floats(agent.update(batch())) for _ in range(steps)]
     torch.cuda.manual_seed(1)
-    captured = devices.CapturedStep(lambda: twin.update(data.sample(batch_size, device)), twin)
+    captured = devices.CapturedStep(lambda: twin.update(batch()), twin)
     replays = [floats(captured()) for _ in range(steps)]
     return compare(eager, replays, agent, twin)
 
 
-def check_captured_batched(data, device: str, k: int = 3, steps: int = 20, batch_size: int = 256):
+def check_captured_single(algo: str, data, device: str, sizes: str, batch_size: int = 256) -> float:
+    return captured_vs_eager(make_single(algo, data, device, sizes), lambda: data.sample(batch_size, device))
+
+
+def check_captured_batched(data, device: str, k: int = 3, batch_size: int = 256) -> float:
     tensors, n = data.to_tensors(device), len(data)
-    plain = batched_seeds.BatchedIQL(batched_seeds.make_agents(data, k, device))
-    twin = copy.deepcopy(plain)
-    torch.cuda.manual_seed(1)
-    eager = [floats(plain.update(joint_batch(tensors, n, k, batch_size))) for _ in range(steps)]
-    torch.cuda.manual_seed(1)
-    captured = devices.CapturedStep(lambda: twin.update(joint_batch(tensors, n, k, batch_size)), twin)
-    replays = [floats(captured()) for _ in range(steps)]
-    return compare(eager, replays, plain, twin)
+    return captured_vs_eager(batched_seeds.BatchedIQL(batched_seeds.make_agents(data, k, device)),
+                             lambda: joint_batch(tensors, n, k, batch_size))
 
 
 def timed(step, seconds: float, device: str) -> float:
