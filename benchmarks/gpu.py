@@ -7,13 +7,15 @@
 
 What it does, in order, each step skipped with a line saying so when the budget is spent:
 
-1. **Checks** (float32): K = 3 IQL seeds as one batched update equal 3 plain updates from the same batches
-   (``batched_seeds.check_same_as_plain``); for BC, BCQ, CQL and IQL, and for the batched IQL, the update replayed as
+1. **Checks** (float32): K = 3 seeds of each of IQL, BC, CQL and BCQ stacked as one update (:mod:`minirl.seeds`, the path
+   ``train`` takes with a list of agents) equal 3 plain updates from the same batches
+   (``batched_seeds.check_same_as_plain``, with the updates' noise made the same, ``minirl.seeds.same_noise``); for
+   BC, BCQ, CQL and IQL, one seed and K = 3 stacked, the update replayed as
    a CUDA graph (:class:`minirl.devices.CapturedStep`) equals the eager update, losses and parameters, over 20 steps
    from the same seed (IQL with its cosine schedule, which both IQLs hold on the device as a tensor learning rate).
 2. **The speed table**: updates/s and seed-updates/s of each algorithm at its paper's sizes (``runs`` scale
    ``full``) on Hopper-sized synthetic data (obs 11, action 3, batch 256), eager float32, eager bfloat16 (autocast),
-   captured float32, captured bfloat16; and the batched IQL at K = 1, 5, 10 seeds. A step is what ``train`` does per
+   captured float32, captured bfloat16; and each algorithm's K seeds stacked at K = 1, 5, 10. A step is what ``train`` does per
    step: sample a batch on the device, update. Each rate is timed over ``--seconds`` after a warm-up; the projected
    time is that of 1M steps for all K seeds, updates only (no evaluation).
 3. **A real run**: K = ``--train-seeds`` IQL seeds (the paper's MuJoCo settings, a cosine schedule over 1M steps)
@@ -45,7 +47,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from minirl import devices, runs
+from minirl import devices, runs, seeds
 
 sys.path.insert(0, str(Path(__file__).parent))
 import batched_seeds  # noqa: E402  (beside this file)
@@ -79,8 +81,6 @@ def module_tensors(agent) -> list[torch.Tensor]:
         value = getattr(agent, name)
         if isinstance(value, torch.nn.Module):
             out += [t for t in value.state_dict().values()]
-        elif isinstance(value, batched_seeds._Stacked):
-            out += [value.params[k] for k in sorted(value.params)]
     return out
 
 
@@ -134,9 +134,9 @@ def check_captured_single(algo: str, data, device: str, sizes: str, batch_size: 
     return captured_vs_eager(make_single(algo, data, device, sizes), lambda: data.sample(batch_size, device))
 
 
-def check_captured_batched(data, device: str, k: int = 3, batch_size: int = 256) -> float:
+def check_captured_batched(data, device: str, k: int = 3, batch_size: int = 256, algo: str = "iql") -> float:
     tensors, n = data.to_tensors(device), len(data)
-    return captured_vs_eager(batched_seeds.BatchedIQL(batched_seeds.make_agents(data, k, device)),
+    return captured_vs_eager(seeds.stack(batched_seeds.make_agents(data, k, device, algo)),
                              lambda: joint_batch(tensors, n, k, batch_size))
 
 
@@ -207,31 +207,29 @@ def speed_rows(data, device: str, sizes: str, seconds: float, ks: list[int], bud
                                             context=capture_context(bf16))
                 return timed(step, seconds, device)
             add(algo, 1, precision, "captured", captured)
-    for k in ks:
-        def batched_eager(k=k):
-            batched = batched_seeds.BatchedIQL(batched_seeds.make_agents(data, k, device))
+    for algo, k in ((algo, k) for algo in batched_seeds.ALGOS for k in ks):
+        def batched_eager(k=k, algo=algo):
+            batched = seeds.stack(batched_seeds.make_agents(data, k, device, algo))
             return timed(lambda: batched.update(joint_batch(tensors, n, k, 256)), seconds, device)
-        add("iql batched", k, "float32", "eager", batched_eager)
+        add(f"{algo} batched", k, "float32", "eager", batched_eager)
         for precision in ("float32", "bf16"):
-            def batched_captured(k=k, bf16=precision == "bf16"):
+            def batched_captured(k=k, algo=algo, bf16=precision == "bf16"):
                 if not cuda:
                     raise RuntimeError("CUDA graphs need a GPU")
-                if not capture_ok.get("iql batched", False):
+                if not capture_ok.get(f"{algo} batched", False):
                     raise RuntimeError("skipped: the capture check failed")
-                batched = batched_seeds.BatchedIQL(batched_seeds.make_agents(data, k, device))
+                batched = seeds.stack(batched_seeds.make_agents(data, k, device, algo))
                 step = devices.CapturedStep(lambda: batched.update(joint_batch(tensors, n, k, 256)), batched,
                                             context=capture_context(bf16))
                 return timed(step, seconds, device)
-            add("iql batched", k, precision, "captured", batched_captured)
+            add(f"{algo} batched", k, precision, "captured", batched_captured)
     return rows
 
 
-def actor_states(batched: batched_seeds.BatchedIQL) -> list[dict]:
-    """Each seed's actor as a plain ``GaussianActor`` state dict, on the CPU."""
-    stacked = {**batched.log_prob.params, **batched.log_prob.buffers}
-    k = next(iter(stacked.values())).shape[0]
-    return [{name.removeprefix("actor."): t[i].detach().cpu().clone() for name, t in stacked.items()}
-            for i in range(k)]
+def actor_states(batched) -> list[dict]:
+    """Each seed's actor of a stack of IQL seeds as a plain ``GaussianActor`` state dict, on the CPU."""
+    return [{name: t.detach().cpu().clone() for name, t in seeds.member(batched, i).actor.state_dict().items()}
+            for i in range(seeds.members(batched))]
 
 
 HOPPER_ACTION_BOX = (-1.0, 1.0)  # Hopper-v5's action space, [-1, 1]^3 (--evaluate checks it against gymnasium)
@@ -285,7 +283,7 @@ def train_run(device: str, k: int, budget: Budget, snapshot_every: int, max_step
     cfg = runs.make_config("iql", settings)
     data, state_normalizer, _ = prepare_dataset(raw, cfg.normalize_states, cfg.reward_scale)
     tensors, n = data.to_tensors(device), len(data)
-    batched = batched_seeds.BatchedIQL(batched_seeds.make_agents(data, k, device, **settings))
+    batched = seeds.stack(batched_seeds.make_agents(data, k, device, **settings))
     torch.manual_seed(0)
     if device == "cuda":
         torch.cuda.manual_seed(0)
@@ -389,18 +387,21 @@ def run_all(args) -> int:
     else:
         # 1. checks
         print("\n1. checks, float32", flush=True)
-        try:
-            worst = batched_seeds.check_same_as_plain(data, k=3, steps=3, batch_size=64, device=device)
-            results["checks"]["batched == plain (IQL, K=3)"] = worst
-            print(f"  batched IQL (K=3) == 3 plain IQL updates: largest difference {worst:.1e}", flush=True)
-        except Exception as e:
-            results["checks"]["batched == plain (IQL, K=3)"] = first_line(e)
-            print(f"  batched == plain failed: {first_line(e)}", flush=True)
-            traceback.print_exc()
+        for algo in batched_seeds.ALGOS:
+            name = f"batched == plain ({algo.upper()}, K=3)"
+            try:
+                worst = batched_seeds.check_same_as_plain(data, k=3, steps=3, batch_size=64, device=device, algo=algo)
+                results["checks"][name] = worst
+                print(f"  {algo} stacked (K=3) == 3 plain {algo} updates: largest difference {worst:.1e}", flush=True)
+            except Exception as e:
+                results["checks"][name] = first_line(e)
+                print(f"  {algo}: batched == plain failed: {first_line(e)}", flush=True)
+                traceback.print_exc()
         if device == "cuda":
-            for name in ("bc", "bcq", "iql", "iql batched", "cql"):  # CQL last: a failed capture can upset the RNG
+            # CQL last: a failed capture can upset the RNG
+            for name in ("bc", "bcq", "iql", "iql batched", "bc batched", "bcq batched", "cql", "cql batched"):
                 try:
-                    worst = (check_captured_batched(data, device) if name == "iql batched"
+                    worst = (check_captured_batched(data, device, algo=name.split()[0]) if "batched" in name
                              else check_captured_single(name, data, device, sizes))
                     capture_ok[name] = worst < 1e-3
                     results["checks"][f"captured == eager ({name})"] = worst

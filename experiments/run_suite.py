@@ -74,7 +74,7 @@ from pathlib import Path
 
 import torch
 
-from minirl import cli, config, datasets, devices, runs, train
+from minirl import cli, config, datasets, devices, runs, seeds, train
 from minirl.plots import load_results, score_table
 
 EXECUTORS = ("inline", "local", "slurm")
@@ -178,6 +178,38 @@ def _make_run(root, algo, dataset, seed, scale, overrides, steps, device, precis
                                       eval_every, command, eval_episodes, capture), None
     finally:
         lock.release()
+
+
+def run_batch(root: Path, algo: str, dataset: str, seeds: list[int], scale: str, overrides: dict,
+              steps: int | None, device: str, precision: str = "float32", threads: int | None = None,
+              eval_every: int | None = None, eval_episodes: int | None = None, capture: bool = False) -> list[dict]:
+    """Make the unfinished runs of ``seeds`` as one batch of seeds (``--batch-seeds``: one process, one update for
+    all of them); the seeds interrupted together resume together, those not started start together. Returns their
+    results; a seed finished already or held by another process is skipped with a line saying why."""
+    todo = []
+    try:
+        for seed in seeds:
+            out = run_dir(root, algo, dataset, seed, overrides)
+            reason = skip_reason(out)
+            if not reason:
+                out.mkdir(parents=True, exist_ok=True)
+                lock = _take_lock(out, None)
+                reason = "another process took it first" if lock is None else None
+            if reason:
+                print(f"skip {out} ({reason})")
+                continue
+            todo.append((seed, out, lock))
+        results = []
+        for resumed in (True, False):
+            part = [(seed, out) for seed, out, _ in todo if (out / "checkpoint.pt").exists() == resumed]
+            if part:
+                results += _train_and_record([o for _, o in part], algo, dataset, [s for s, _ in part], scale,
+                                             overrides, steps, device, precision, threads, eval_every, None,
+                                             eval_episodes, capture)
+        return results
+    finally:
+        for _, _, lock in todo:
+            lock.release()
 
 
 def skip_reason(out: Path, job: str | None = None) -> str | None:
@@ -326,17 +358,27 @@ def _mark_queued(out: Path, job: str) -> None:
 # One run, and the summary
 # --------------------------------------------------------------------------------------------------------------
 
-def _train_and_record(out: Path, algo: str, dataset: str, seed: int, scale: str, overrides: dict,
-                      steps: int | None, device: str, precision: str = "float32", threads: int | None = None,
-                      eval_every: int | None = None, command: str | None = None,
-                      eval_episodes: int | None = None, capture: bool = False) -> dict:
+def _train_and_record(out: Path | list[Path], algo: str, dataset: str, seed: int | list[int], scale: str,
+                      overrides: dict, steps: int | None, device: str, precision: str = "float32",
+                      threads: int | None = None, eval_every: int | None = None, command: str | None = None,
+                      eval_episodes: int | None = None, capture: bool = False) -> dict | list[dict]:
+    """Train and write ``result.json``; ``seed`` a list (``out`` then one directory each): the seeds trained together
+    as one batch (``runs.run`` with a list of seeds), one result each."""
     sc = runs.get_scale(scale)
     n_steps = steps if steps is not None else sc.steps_for(algo)
-    interrupted = (out / "checkpoint.pt").exists()  # resumed; anything else left in out is a run that saved nothing
-    history = runs.run(algo, dataset, scale=scale, steps=n_steps, seed=seed, device=device, out=out,
-                        overrides=overrides, checkpoint_every=checkpoint_every(n_steps), resume=interrupted,
-                        overwrite=not interrupted, precision=precision, threads=threads, eval_every=eval_every,
-                        eval_episodes=eval_episodes, capture=capture)
+    outs, seeds = (list(out), list(seed)) if isinstance(seed, list) else ([out], [seed])
+    interrupted = (outs[0] / "checkpoint.pt").exists()  # resumed; anything else left is a run that saved nothing
+    histories = runs.run(algo, dataset, scale=scale, steps=n_steps, seed=seed, device=device, out=out,
+                         overrides=overrides, checkpoint_every=checkpoint_every(n_steps), resume=interrupted,
+                         overwrite=not interrupted, precision=precision, threads=threads, eval_every=eval_every,
+                         eval_episodes=eval_episodes, capture=capture)
+    results = [_record(o, algo, dataset, s, sc, n_steps, overrides, h, command)
+               for o, s, h in zip(outs, seeds, histories if isinstance(seed, list) else [histories])]
+    return results if isinstance(seed, list) else results[0]
+
+
+def _record(out: Path, algo: str, dataset: str, seed: int, sc, n_steps: int, overrides: dict, history: dict,
+            command: str | None) -> dict:
     last_train = history["train"][-1] if history["train"] else {}
     last_eval = history["eval"][-1] if history["eval"] else {}
     resolved = history["config"]["precision"]
@@ -351,7 +393,9 @@ def _train_and_record(out: Path, algo: str, dataset: str, seed: int, scale: str,
               "updates_per_s": last_train.get("updates_per_s"), "update_s": last_train.get("update_s"),
               "update_cpu_s": last_train.get("update_cpu_s"),
               "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-              "hardware": hardware(), "command": command or " ".join(sys.argv)}
+              "hardware": hardware(), "command": command or " ".join(sys.argv),
+              **({"batch_of_seeds": history["config"]["batch_of_seeds"]} if "batch_of_seeds" in history["config"]
+                 else {})}
     (out / "result.json").write_text(json.dumps(result, indent=1))
     # the checkpoint (optimiser state included) is only for resuming; the final agent stays, git-ignored like the
     # checkpoint (.gitignore), so that `minirl.runs.load_agent(out)` can roll it out later (e.g. the maze figures)
@@ -660,6 +704,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--amp", action="store_true", help="the same as --precision bf16")
     p.add_argument("--threads", type=int, default=1, help="torch threads per run (1: one run per core)")
     p.add_argument("--redo", action="store_true", help="delete and rerun runs that already have a result")
+    p.add_argument("--batch-seeds", action="store_true",
+                   help="train the seeds of each algorithm and dataset together, as one batch (minirl.seeds; "
+                        "--executor inline): each seed's files as its own run's")
     c = p.add_argument_group("executors", f"where the runs are made; local and slurm need submitit ({CLUSTER_EXTRA})")
     c.add_argument("--executor", choices=EXECUTORS, default="inline",
                    help="inline: one after the other in this process (default); local: submitit jobs on this "
@@ -725,6 +772,21 @@ def _suite(a) -> int:
     torch.set_num_threads(a.threads)
     root = Path(a.root) / (a.tag or default_tag(scale.name, resolved))
     grid = [(dataset, algo, seed) for dataset in a.datasets for algo in a.algos for seed in a.seeds]
+    if a.batch_seeds:
+        if a.executor != "inline":
+            raise config.UserError(f"--batch-seeds makes a batch of seeds in one process: use it with --executor "
+                                   f"inline, not {a.executor}")
+        for algo in a.algos:
+            seeds.check_seed_axis(runs.agent_class(algo))
+        for dataset in a.datasets:
+            for algo in a.algos:
+                if a.redo:
+                    for seed in a.seeds:
+                        shutil.rmtree(run_dir(root, algo, dataset, seed, overrides[algo]), ignore_errors=True)
+                run_batch(root, algo, dataset, a.seeds, scale.name, overrides[algo], a.steps, a.device, precision,
+                          a.threads, a.eval_every, eval_episodes=a.eval_episodes, capture=a.capture)
+                write_summary(root)
+        return _end(root, [], len(grid))
     if a.executor == "inline":
         for dataset, algo, seed in grid:
             out = run_dir(root, algo, dataset, seed, overrides[algo])

@@ -22,7 +22,7 @@ import numpy as np
 import torch
 
 from .config import LAYERS, POSITIVE, check_fields, interval
-from .nets import DeterministicActor, GaussianActor, adam
+from .nets import DeterministicActor, GaussianActor, adam, batch_mean
 
 
 @dataclass
@@ -40,15 +40,17 @@ class BCConfig:
 
 def mse_loss(pred_actions: torch.Tensor, data_actions: torch.Tensor) -> torch.Tensor:
     """``E || pi(s) - a ||^2``: squared error summed over action dimensions, averaged over the batch."""
-    return ((pred_actions - data_actions) ** 2).sum(-1).mean()
+    return batch_mean(((pred_actions - data_actions) ** 2).sum(-1))
 
 
 def nll_loss(log_probs: torch.Tensor) -> torch.Tensor:
     """``-E log pi(a | s)`` for the dataset's actions."""
-    return -log_probs.mean()
+    return -batch_mean(log_probs)
 
 
 class BC:
+    seed_axis = True  # its update runs on K seeds stacked (minirl.seeds): the losses broadcast over a leading axis
+
     def __init__(self, obs_dim: int, act_dim: int, action_low=None, action_high=None,
                  config: BCConfig | None = None, device: str = "cpu"):
         self.cfg = cfg = config or BCConfig()

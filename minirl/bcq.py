@@ -42,7 +42,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from .config import AT_LEAST_ONE, LAYERS, NON_NEGATIVE, POSITIVE, check_fields, interval, or_none
-from .nets import VAE, CriticEnsemble, _ActionScaler, adam, mlp, soft_update
+from .nets import VAE, CriticEnsemble, _ActionScaler, adam, batch_mean, mlp, soft_update
 
 
 @dataclass
@@ -80,13 +80,18 @@ class BCQConfig:
 def kl_to_standard_normal(mean: torch.Tensor, std: torch.Tensor) -> torch.Tensor:
     """``KL(N(mean, std^2) || N(0, 1))`` per latent coordinate, averaged over all elements:
     ``mean of -1/2 (1 + log std^2 - mean^2 - std^2)``."""
-    return (-0.5 * (1 + torch.log(std.pow(2)) - mean.pow(2) - std.pow(2))).mean()
+    return batch_mean(-0.5 * (1 + torch.log(std.pow(2)) - mean.pow(2) - std.pow(2)), dims=2)
 
 
 def vae_loss(recon: torch.Tensor, actions: torch.Tensor, mean: torch.Tensor, std: torch.Tensor,
              kl_weight: float = 0.5) -> torch.Tensor:
     """``L_vae = mean (recon - a)^2 + kl_weight * KL``, both terms averaged over elements (as the reference)."""
-    return F.mse_loss(recon, actions) + kl_weight * kl_to_standard_normal(mean, std)
+    return reconstruction_loss(recon, actions) + kl_weight * kl_to_standard_normal(mean, std)
+
+
+def reconstruction_loss(recon: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
+    """``mean (recon - a)^2`` over the batch and the action's coordinates (``F.mse_loss``, as the reference)."""
+    return batch_mean((recon - actions) ** 2, dims=2)
 
 
 def soft_clipped_double_q(q1: torch.Tensor, q2: torch.Tensor, lmbda: float = 0.75) -> torch.Tensor:
@@ -100,18 +105,18 @@ def critic_target(rewards: torch.Tensor, dones: torch.Tensor, next_q1: torch.Ten
     """The BCQ target ``y = r + gamma (1 - done) max_j soft_clipped_double_q(Q'_1, Q'_2)(s', a_j)``.
 
     ``next_q1``/``next_q2`` have shape ``(B, n)``: the target critics at the ``n`` perturbed VAE actions of each next
-    state; ``rewards``/``dones`` have shape ``(B,)``. Returns ``(B,)``.
+    state; ``rewards``/``dones`` have shape ``(B,)``. Returns ``(B,)`` (with a leading seed axis, ``(K, B)``).
     """
-    if next_q1.dim() != 2 or next_q1.shape != next_q2.shape or next_q1.shape[0] != rewards.shape[0]:
+    if next_q1.dim() < 2 or next_q1.shape != next_q2.shape or next_q1.shape[:-1] != rewards.shape:
         raise ValueError(f"next_q1 and next_q2 must both have shape (B, n) with B = len(rewards) = "
-                         f"{rewards.shape[0]}, got {tuple(next_q1.shape)} and {tuple(next_q2.shape)}")
-    v_next = soft_clipped_double_q(next_q1, next_q2, lmbda).max(dim=1).values
+                         f"{rewards.shape[-1]}, got {tuple(next_q1.shape)} and {tuple(next_q2.shape)}")
+    v_next = soft_clipped_double_q(next_q1, next_q2, lmbda).max(dim=-1).values
     return rewards + gamma * (1.0 - dones) * v_next
 
 
 def perturbation_loss(q1_perturbed: torch.Tensor) -> torch.Tensor:
     """``L_actor = -mean Q_theta1(s, a + xi_phi(s, a))`` over the batch (deterministic policy gradient)."""
-    return -q1_perturbed.mean()
+    return -batch_mean(q1_perturbed)
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -135,6 +140,7 @@ class Perturbation(_ActionScaler):
 
 
 class BCQ:
+    seed_axis = True  # its update runs on K seeds stacked (minirl.seeds): the losses broadcast over a leading axis
     _parts = ("vae", "actor", "actor_target", "critic", "critic_target", "vae_opt", "actor_opt", "critic_opt")
 
     def __init__(self, obs_dim: int, act_dim: int, action_low=None, action_high=None,
@@ -166,18 +172,18 @@ class BCQ:
     def candidates(self, obs: torch.Tensor, n: int, target: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
         """``n`` perturbed VAE actions per state, batched: returns ``(obs_rep, actions)``, both ``(B * n, .)``,
         rows ``i * n ... i * n + n - 1`` belonging to ``obs[i]``."""
-        obs_rep = obs.repeat_interleave(n, dim=0)
+        obs_rep = obs.repeat_interleave(n, dim=-2)
         actor = self.actor_target if target else self.actor
         return obs_rep, actor(obs_rep, self.vae.decode(obs_rep))
 
     def update(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         cfg = self.cfg
         obs, act, rew, next_obs, done = (batch[k] for k in ("obs", "act", "rew", "next_obs", "done"))
-        B = obs.shape[0]
+        B = obs.shape[-2]
 
         # 1. the generative model G_omega: a conditional VAE of the data's actions
         recon, mean, std = self.vae(obs, act)
-        recon_loss = F.mse_loss(recon, act)
+        recon_loss = reconstruction_loss(recon, act)
         kl = kl_to_standard_normal(mean, std)
         loss_vae = recon_loss + cfg.kl_weight * kl
         self.vae_opt.zero_grad(set_to_none=True)
@@ -187,10 +193,10 @@ class BCQ:
         # 2. the critics: soft clipped double Q on the best of n perturbed VAE actions at s'
         with torch.no_grad():
             next_rep, next_act = self.candidates(next_obs, cfg.n_target_samples, target=True)
-            q_next = self.critic_target(next_rep, next_act).view(2, B, cfg.n_target_samples)
-            y = critic_target(rew, done, q_next[0], q_next[1], cfg.gamma, cfg.lmbda)
+            q_next = self.critic_target(next_rep, next_act).unflatten(-1, (B, cfg.n_target_samples))  # (2, B, n)
+            y = critic_target(rew, done, *q_next.unbind(-3), cfg.gamma, cfg.lmbda)
         q = self.critic(obs, act)                                   # (2, B)
-        critic_loss = ((q - y) ** 2).mean(dim=1).sum()              # mse(Q1, y) + mse(Q2, y)
+        critic_loss = ((q - y.unsqueeze(-2)) ** 2).mean(-1).sum()   # mse(Q1, y) + mse(Q2, y)
         self.critic_opt.zero_grad(set_to_none=True)
         critic_loss.backward()
         self.critic_opt.step()
@@ -199,7 +205,7 @@ class BCQ:
         with torch.no_grad():
             sampled = self.vae.decode(obs)
         self.critic.requires_grad_(False)  # the gradient flows through Q_theta1 into xi_phi; the critic stays put
-        actor_loss = perturbation_loss(self.critic(obs, self.actor(obs, sampled))[0])
+        actor_loss = perturbation_loss(self.critic(obs, self.actor(obs, sampled)).select(-2, 0))  # Q_theta1
         self.critic.requires_grad_(True)
         self.actor_opt.zero_grad(set_to_none=True)
         actor_loss.backward()
@@ -210,7 +216,7 @@ class BCQ:
         soft_update(self.actor_target, self.actor, cfg.tau)
         return {"vae_loss": loss_vae.detach(), "recon_loss": recon_loss.detach(), "kl": kl.detach(),
                 "critic_loss": critic_loss.detach(), "actor_loss": actor_loss.detach(),
-                "q_data": q[0].detach().mean(), "target": y.mean()}
+                "q_data": q.select(-2, 0).detach().mean(), "target": y.mean()}
 
     @torch.no_grad()
     def act(self, obs: np.ndarray, deterministic: bool = True) -> np.ndarray:

@@ -61,7 +61,10 @@ def build_parser(prog: str = "minirl"):
     t.add_argument("--dataset", required=True, help="e.g. pendulum-medium, hopper-medium-replay (listed below)")
     t.add_argument("--scale", default=None, help="smoke | cpu | full (default: $MINIRL_SCALE or cpu)")
     t.add_argument("--steps", type=int, default=None, help="gradient steps (default: the scale's)")
-    t.add_argument("--seed", type=int, default=0)
+    t.add_argument("--seed", type=int, default=None, help="(default 0)")
+    t.add_argument("--seeds", type=int, nargs="+", default=None, metavar="SEED",
+                   help="several seeds trained together as one batch (BC, BCQ, CQL, IQL): each into <out>/s<seed> "
+                        "(default: runs/<algo>-<dataset>-s<seed>), as its own run would be")
     t.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N or mps")
     t.add_argument("--threads", type=int, default=1,
                    help="torch threads (default 1: one run per core; several runs side by side need no more)")
@@ -151,7 +154,15 @@ def _main(argv, prog) -> int:
         if config_class(a.algo).__name__ != "CQLConfig":
             raise UserError(f"--lagrange is for the CQL algorithms (--algo cql), not {a.algo}")
         overrides.setdefault("lagrange", True)
-    run(a.algo, a.dataset, scale=a.scale, steps=a.steps, seed=a.seed, device=a.device, out=a.out,
+    seed, out = 0 if a.seed is None else a.seed, a.out
+    if a.seeds is not None:
+        if a.seed is not None:
+            raise UserError("--seed and --seeds: give one seed with --seed or a batch of seeds with --seeds")
+        for s in a.seeds:
+            at_least("--seeds", s, 0)
+        seed = a.seeds
+        out = None if a.out is None else [os.path.join(a.out, f"s{s}") for s in a.seeds]
+    run(a.algo, a.dataset, scale=a.scale, steps=a.steps, seed=seed, device=a.device, out=out,
         overrides=overrides, batch_size=a.batch_size, eval_every=a.eval_every, eval_episodes=a.eval_episodes,
         evaluate=not a.no_eval, checkpoint_every=a.checkpoint_every, resume=a.resume, overwrite=a.overwrite,
         override=a.override, compile=a.compile, precision=a.precision, amp=a.amp, threads=a.threads,

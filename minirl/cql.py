@@ -74,7 +74,7 @@ import torch
 from torch.distributions import Normal
 
 from .config import AT_LEAST_ONE, LAYERS, NON_NEGATIVE, POSITIVE, UserError, check_fields, interval
-from .nets import CriticEnsemble, TanhGaussianActor, adam, mlp, soft_update
+from .nets import CriticEnsemble, TanhGaussianActor, adam, batch_mean, mlp, soft_update
 
 MAX_ALPHA_PRIME = 1e6  # alpha' is clamped to [0, MAX_ALPHA_PRIME]
 
@@ -177,7 +177,8 @@ def lagrange_loss(log_alpha_prime: torch.Tensor, penalty: torch.Tensor, target_a
     per-critic penalties is averaged.
     """
     gap = penalty.detach() - target_action_gap
-    return -(cql_alpha * alpha_prime_value(log_alpha_prime) * gap).mean()
+    # alpha' per seed (a stack of seeds, minirl.seeds: one alpha' and one row of penalties per seed)
+    return -batch_mean(cql_alpha * alpha_prime_value(log_alpha_prime).unsqueeze(-1) * gap)
 
 
 def sample_actions(actor: TanhGaussianActor, mean: torch.Tensor, std: torch.Tensor, n: int):
@@ -186,7 +187,8 @@ def sample_actions(actor: TanhGaussianActor, mean: torch.Tensor, std: torch.Tens
     Returns ``(actions (B, n, d) in the environment's bounds, log pi(a|s) (B, n) in the [-1, 1] box)``. One actor
     forward pass per state gives the mean and std; the n draws only cost the noise.
     """
-    dist = Normal(mean.unsqueeze(1).expand(-1, n, -1), std.unsqueeze(1).expand(-1, n, -1), validate_args=False)
+    shape = (*mean.shape[:-1], n, mean.shape[-1])  # (B, n, d), or (K, B, n, d) for a stack of seeds
+    dist = Normal(mean.unsqueeze(-2).expand(shape), std.unsqueeze(-2).expand(shape), validate_args=False)
     # mean + std * noise: the same numbers as dist.sample(), which checks std >= 0 on the host (a sync that a CUDA
     # graph cannot hold, minirl.devices.CapturedStep); no gradient is wanted here
     u = dist.rsample().detach()
@@ -195,12 +197,18 @@ def sample_actions(actor: TanhGaussianActor, mean: torch.Tensor, std: torch.Tens
     return actor.to_env(torch.tanh(u)), log_p
 
 
+def _repeat(x: torch.Tensor, n: int) -> torch.Tensor:
+    """``(B, d) -> (B, n, d)``: each row ``n`` times (a view)."""
+    return x.unsqueeze(-2).expand(*x.shape[:-1], n, x.shape[-1])
+
+
 # --------------------------------------------------------------------------------------------------------------
 # The agent
 # --------------------------------------------------------------------------------------------------------------
 
 class CQL:
     """CQL(H) on SAC for continuous actions; ``cql_alpha = 0`` without ``lagrange`` is plain offline SAC."""
+    seed_axis = True  # its update runs on K seeds stacked (minirl.seeds): the losses broadcast over a leading axis
 
     def __init__(self, obs_dim: int, act_dim: int, action_low=None, action_high=None,
                  config: CQLConfig | None = None, device: str = "cpu"):
@@ -232,13 +240,13 @@ class CQL:
         cfg = self.cfg
         n = cfg.n_actions if cfg.max_target_backup else 1
         a_next, logp_next = sample_actions(self.actor, next_mean, next_std, n)              # (B, n, d), (B, n)
-        B = a_next.shape[0]
-        next_obs = b["next_obs"].unsqueeze(1).expand(-1, n, -1).reshape(B * n, -1)
-        q_next = self.critic_target(next_obs, a_next.reshape(B * n, -1)).view(-1, B, n).min(0).values  # (B, n)
+        B = a_next.shape[-3]
+        next_obs = _repeat(b["next_obs"], n).flatten(-3, -2)                                     # (B * n, d)
+        q_next = self.critic_target(next_obs, a_next.flatten(-3, -2)).unflatten(-1, (B, n)).min(-3).values  # (B, n)
         # max-target backup: the best of N policy actions (the authors' max_q_backup); else the single sample
-        q_next, idx = q_next.max(1)
+        q_next, idx = q_next.max(-1)
         if not cfg.deterministic_backup:  # soft backup; log pi in environment units, as the actor's entropy term
-            logp_env = logp_next.gather(1, idx.unsqueeze(1)).squeeze(1) - self.actor.action_scale.log().sum()
+            logp_env = logp_next.gather(-1, idx.unsqueeze(-1)).squeeze(-1) - self.actor.action_scale.log().sum()
             q_next = q_next - alpha * logp_env
         rew = cfg.reward_multiplier * b["rew"] + cfg.reward_bias
         return rew + cfg.gamma * (1.0 - b["done"]) * q_next
@@ -246,8 +254,8 @@ class CQL:
     def update(self, b: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         cfg = self.cfg
         obs, act = b["obs"], b["act"]
-        B, N = obs.shape[0], cfg.n_actions
-        alpha = self.log_alpha.exp().detach()
+        B, N = obs.shape[-2], cfg.n_actions
+        alpha = self.log_alpha.exp().detach().unsqueeze(-1)  # (1,), or (K, 1): one temperature per seed
         logs = {}
 
         # The actor's Gaussian at s (with gradient: reused by the actor loss below) and at s' (no gradient).
@@ -260,39 +268,38 @@ class CQL:
         if not self.uses_penalty:
             # offline SAC: nothing but the TD error (the naive actor-critic of the extrapolation-error story)
             q_data = self.critic(obs, act)                                                         # (n_critics, B)
-            critic_loss = td_loss = ((q_data - target) ** 2).mean(1).sum()
+            critic_loss = td_loss = ((q_data - target.unsqueeze(-2)) ** 2).mean(-1).sum()
         else:
             with torch.no_grad():
-                unit = torch.rand(B, N, self.act_dim, device=self.device) * 2 - 1                 # uniform on box
+                unit = torch.rand(*obs.shape[:-1], N, self.act_dim, device=self.device) * 2 - 1   # uniform on box
                 a_rand = self.actor.to_env(unit)
                 a_pi, logp_pi = sample_actions(self.actor, mean.detach(), std.detach(), N)         # pi(.|s)
                 a_pi_next, logp_pi_next = sample_actions(self.actor, next_mean, next_std, N)       # pi(.|s')
             # one batched call: 1 + 3N actions per state, all critics at once
-            actions = torch.cat([act.unsqueeze(1), a_rand, a_pi, a_pi_next], 1)                   # (B, 1+3N, d)
-            K = actions.shape[1]
-            obs_rep = obs.unsqueeze(1).expand(-1, K, -1).reshape(B * K, -1)
-            q_all = self.critic(obs_rep, actions.reshape(B * K, -1)).view(-1, B, K)               # (n, B, 1+3N)
-            q_data, q_sampled = q_all[..., 0], q_all[..., 1:]
-            td_loss = ((q_data - target) ** 2).mean(1).sum()
+            actions = torch.cat([act.unsqueeze(-2), a_rand, a_pi, a_pi_next], -2)                 # (B, 1+3N, d)
+            M = actions.shape[-2]
+            q_all = self.critic(_repeat(obs, M).flatten(-3, -2), actions.flatten(-3, -2)).unflatten(-1, (B, M))
+            q_data, q_sampled = q_all[..., 0], q_all[..., 1:]                                     # (n, B, 1+3N)
+            td_loss = ((q_data - target.unsqueeze(-2)) ** 2).mean(-1).sum()
             if cfg.importance_sample:
                 # uniform actions: weight 1 / 0.5^|A| (they cover the box, including actions pi never proposes);
                 # policy actions at s and at s' (evaluated at s): weight 1 / pi(a|.), where the actor looks for
                 # high Q. The log-probabilities are detached: the weights are constants for the critic.
                 log_uniform = torch.full_like(logp_pi, self.log_uniform_density)
-                log_density = torch.cat([log_uniform, logp_pi, logp_pi_next], 1)
+                log_density = torch.cat([log_uniform, logp_pi, logp_pi_next], -1).unsqueeze(-3)  # each critic
             else:  # the references' unweighted variant: the data action joins the samples, no weights
                 q_sampled, log_density = q_all, 0.0
-            gap = cql_penalty(q_data, q_sampled, log_density, cfg.temperature).mean(1)            # (n_critics,)
+            gap = cql_penalty(q_data, q_sampled, log_density, cfg.temperature).mean(-1)           # (n_critics,)
             if cfg.lagrange:
                 # the critic minimises cql_alpha * alpha' * (gap - target) with the current alpha' held fixed ...
-                alpha_prime = alpha_prime_value(self.log_alpha_prime).detach()
+                alpha_prime = alpha_prime_value(self.log_alpha_prime).detach().unsqueeze(-1)
                 penalty = (cfg.cql_alpha * alpha_prime * (gap - cfg.target_action_gap)).sum()
                 # ... and the dual step maximises it over alpha' with the gap detached: alpha' rises iff gap > target
                 alpha_prime_loss = lagrange_loss(self.log_alpha_prime, gap, cfg.target_action_gap, cfg.cql_alpha)
                 self.alpha_prime_opt.zero_grad(set_to_none=True)
                 alpha_prime_loss.backward()
                 self.alpha_prime_opt.step()
-                logs |= {"alpha_prime": alpha_prime, "alpha_prime_loss": alpha_prime_loss.detach()}
+                logs |= {"alpha_prime": alpha_prime.mean(), "alpha_prime_loss": alpha_prime_loss.detach()}
             else:
                 penalty = cfg.cql_alpha * gap.sum()
             critic_loss = td_loss + penalty
@@ -309,18 +316,18 @@ class CQL:
         a_new = self.actor.to_env(torch.tanh(u))
         logp = self.actor._squash_log_prob(dist, u)                                              # env units
         self.critic.requires_grad_(False)  # the gradient flows through Q into the actor; critic weights stay put
-        q_new = self.critic(obs, a_new).min(0).values
+        q_new = self.critic(obs, a_new).min(-2).values
         self.critic.requires_grad_(True)
         if self.step < cfg.bc_steps:
-            actor_loss = (alpha * logp - self.actor.log_prob(obs, act)).mean()
+            actor_loss = batch_mean(alpha * logp - self.actor.log_prob(obs, act))
         else:
-            actor_loss = (alpha * logp - q_new).mean()
+            actor_loss = batch_mean(alpha * logp - q_new)
         self.actor_opt.zero_grad(set_to_none=True)
         actor_loss.backward()
         self.actor_opt.step()
 
         # ---- entropy temperature -----------------------------------------------------------------------------
-        alpha_loss = -(self.log_alpha * (logp.detach() + self.target_entropy)).mean()
+        alpha_loss = -batch_mean(self.log_alpha.unsqueeze(-1) * (logp.detach() + self.target_entropy))
         self.alpha_opt.zero_grad(set_to_none=True)
         alpha_loss.backward()
         self.alpha_opt.step()
@@ -328,7 +335,7 @@ class CQL:
         soft_update(self.critic_target, self.critic, cfg.tau)
         self.step += 1
         return logs | {"critic_loss": critic_loss.detach(), "td_loss": td_loss.detach(),
-                       "actor_loss": actor_loss.detach(), "alpha": alpha,
+                       "actor_loss": actor_loss.detach(), "alpha": alpha.mean(),
                        "q_data": q_data.detach().mean(), "q_policy": q_new.detach().mean()}
 
     def capture_problem(self) -> str | None:

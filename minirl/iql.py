@@ -44,7 +44,7 @@ import numpy as np
 import torch
 
 from .config import AT_LEAST_ONE, LAYERS, NON_NEGATIVE, POSITIVE, check_fields, interval
-from .nets import (CriticEnsemble, DeterministicActor, GaussianActor, adam, mlp, scheduled_lr, set_lr,
+from .nets import (CriticEnsemble, DeterministicActor, GaussianActor, adam, batch_mean, mlp, scheduled_lr, set_lr,
                    soft_update)
 
 
@@ -91,12 +91,12 @@ def expectile_loss(diff: torch.Tensor, tau: float) -> torch.Tensor:
 
 def value_target(q_target: torch.Tensor) -> torch.Tensor:
     """The regression target of V: the minimum over replicas of the *target* critics, ``(n, B) -> (B,)``."""
-    return q_target.min(dim=0).values
+    return q_target.min(dim=-2).values
 
 
 def value_loss(v: torch.Tensor, q: torch.Tensor, tau: float) -> torch.Tensor:
     """``E L2_tau(q - v)``: V regresses to the tau-expectile of Q(s, a) over the dataset's actions at s."""
-    return expectile_loss(q - v, tau).mean()
+    return batch_mean(expectile_loss(q - v, tau))
 
 
 def q_target(rew: torch.Tensor, done: torch.Tensor, next_v: torch.Tensor, gamma: float) -> torch.Tensor:
@@ -109,7 +109,7 @@ def critic_loss(q: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
 
     Summed over replicas (as in the official code) so each replica's gradient does not depend on ``n``.
     """
-    return ((q - target.detach()) ** 2).mean(dim=1).sum()
+    return ((q - target.detach().unsqueeze(-2)) ** 2).mean(-1).sum()
 
 
 def awr_weights(adv: torch.Tensor, beta: float, max_weight: float = 100.0) -> torch.Tensor:
@@ -122,7 +122,7 @@ def awr_actor_loss(weights: torch.Tensor, nll: torch.Tensor) -> torch.Tensor:
 
     With all weights equal this is behaviour cloning; the advantage weights tilt it towards better actions.
     """
-    return (weights * nll).mean()
+    return batch_mean(weights * nll)
 
 
 def cosine_lr(step, max_steps: int, lr: float):
@@ -140,6 +140,8 @@ def cosine_lr(step, max_steps: int, lr: float):
 # --------------------------------------------------------------------------------------------------------------
 
 class IQL:
+    seed_axis = True  # its update runs on K seeds stacked (minirl.seeds): the losses broadcast over a leading axis
+
     def __init__(self, obs_dim: int, act_dim: int, action_low=None, action_high=None,
                  config: IQLConfig | None = None, device: str = "cpu"):
         self.cfg = cfg = config or IQLConfig()

@@ -32,9 +32,9 @@ def mlp(in_dim: int, out_dim: int, hidden: Sequence[int] = (256, 256), activatio
     layers: list[nn.Module] = []
     dims = [in_dim, *hidden]
     for a, b in zip(dims[:-1], dims[1:]):
-        layers.append(nn.Linear(a, b))
+        layers.append(Linear(a, b))
         if layer_norm:
-            layers.append(nn.LayerNorm(b))
+            layers.append(LayerNorm(b))
         layers.append(activation())
         if dropout > 0:
             layers.append(nn.Dropout(dropout))
@@ -49,8 +49,37 @@ def _float32(x: torch.Tensor) -> bool:
     return torch.is_autocast_enabled(x.device.type)
 
 
-class OutputLinear(nn.Linear):
-    """``nn.Linear`` that stays in float32 under autocast (the output layer of every :func:`mlp`).
+def batch_mean(x: torch.Tensor, dims: int = 1) -> torch.Tensor:
+    """``E`` over the batch: the mean over the last ``dims`` axes (the batch, and any axes within a sample), which is
+    ``x.mean()`` for one agent; for a stack of seeds (:mod:`minirl.seeds`, a leading axis ``K``) each seed's mean,
+    summed over the seeds, so that each seed's gradient is the one its own run would get (averaging over the seeds
+    would divide every gradient by ``K``)."""
+    return (x.flatten(-dims) if dims > 1 else x).mean(-1).sum()
+
+
+class Linear(nn.Linear):
+    """``nn.Linear``, and ``K`` of them when :mod:`minirl.seeds` stacks the parameters of ``K`` seeds' networks: a
+    weight ``(K, out, in)`` maps ``(K, B, in)`` to ``(K, B, out)``, member ``k``'s rows with member ``k``'s weight.
+    Same parameter names and checkpoints as ``nn.Linear``."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.weight.dim() == 3:  # a stack of seeds
+            return torch.baddbmm(self.bias.unsqueeze(-2), x, self.weight.transpose(-1, -2))
+        return super().forward(x)
+
+
+class LayerNorm(nn.LayerNorm):
+    """``nn.LayerNorm``; with the gains and biases of ``K`` seeds stacked, ``(K, d)``, member ``k``'s own."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.weight.dim() == 2:  # a stack of seeds
+            x = F.layer_norm(x, self.normalized_shape, eps=self.eps)
+            return x * self.weight.unsqueeze(-2) + self.bias.unsqueeze(-2)
+        return super().forward(x)
+
+
+class OutputLinear(Linear):
+    """:class:`Linear` that stays in float32 under autocast (the output layer of every :func:`mlp`).
 
     The hidden layers' bfloat16 products keep ~3 significant digits; a Q-value of -1,000 read from a bfloat16
     output layer would be off by up to ~4, more than many TD errors. An ``nn.Linear`` subclass, so parameter names
@@ -146,7 +175,8 @@ class GaussianActor(_ActionScaler):
 
     def dist(self, obs: torch.Tensor) -> Normal:
         mean = self.to_env(self.mean_net(obs))
-        std = self.log_std.clamp(self.log_std_min, self.log_std_max).exp() * self.action_scale
+        # (1, act_dim), or (K, 1, act_dim) for a stack of K seeds (minirl.seeds): one log-std per seed
+        std = self.log_std.clamp(self.log_std_min, self.log_std_max).exp().unsqueeze(-2) * self.action_scale
         return Normal(mean, std, validate_args=False)
 
     def log_prob(self, obs: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
@@ -194,7 +224,12 @@ class VectorizedLinear(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.float32 and _float32(x):
             with torch.autocast(x.device.type, enabled=False):
-                return torch.baddbmm(self.bias, x.float(), self.weight)
+                return self._apply_to(x.float())
+        return self._apply_to(x)
+
+    def _apply_to(self, x: torch.Tensor) -> torch.Tensor:
+        if self.weight.dim() == 4:  # K seeds' ensembles stacked (minirl.seeds): (K, n, B, in) -> (K, n, B, out)
+            return torch.matmul(x, self.weight) + self.bias
         return torch.baddbmm(self.bias, x, self.weight)
 
 
@@ -215,7 +250,8 @@ class VectorizedLayerNorm(nn.Module):
 class CriticEnsemble(nn.Module):
     """``n_critics`` Q-functions ``Q_i(s, a)`` evaluated together; ``forward`` returns ``(n_critics, B)``.
 
-    ``obs``/``action`` may be ``(B, d)`` (shared by all replicas) or ``(n_critics, B, d)`` (one batch each).
+    ``obs``/``action`` may be ``(B, d)`` (shared by all replicas) or ``(n_critics, B, d)`` (one batch each). With
+    ``K`` seeds' ensembles stacked (:mod:`minirl.seeds`) they are ``(K, B, d)`` and the result ``(K, n_critics, B)``.
     ``layer_norm``: a :class:`VectorizedLayerNorm` after each hidden layer, before its ReLU (OGBench's critics).
     """
 
@@ -233,7 +269,9 @@ class CriticEnsemble(nn.Module):
 
     def forward(self, obs: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
         x = torch.cat([obs, action], dim=-1)
-        if x.dim() == 2:
+        if self.net[0].weight.dim() == 4:  # a stack of seeds: each seed's batch to all of its replicas
+            x = x.unsqueeze(1).expand(-1, self.n_critics, -1, -1)
+        elif x.dim() == 2:
             x = x.unsqueeze(0).expand(self.n_critics, -1, -1)
         return self.net(x).squeeze(-1)
 
@@ -258,9 +296,9 @@ class VAE(nn.Module):
         return mean, log_std.clamp(-4.0, 15.0).exp()
 
     def decode(self, obs: torch.Tensor, z: torch.Tensor | None = None) -> torch.Tensor:
-        if z is None:
-            z = torch.randn(obs.shape[0], self.latent_dim, device=obs.device).clamp(-self.latent_clip,
-                                                                                    self.latent_clip)
+        if z is None:  # obs (B, d), or (K, B, d) for a stack of seeds
+            z = torch.randn(*obs.shape[:-1], self.latent_dim, device=obs.device).clamp(-self.latent_clip,
+                                                                                       self.latent_clip)
         return self.decoder(torch.cat([obs, z], -1))
 
     def forward(self, obs: torch.Tensor, action: torch.Tensor):

@@ -15,6 +15,7 @@ import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Sequence
 
 import numpy as np
 import torch
@@ -25,6 +26,7 @@ from .data import OfflineDataset, StateNormalizer, atomic_write
 from .devices import (COMPILE_MODES, check_capture, check_device, compile_agent, requested_precision,
                       resolve_precision)
 from .evaluation import evaluate, make_task_env
+from .seeds import check_seed_axis
 from .train import load_agent_state, prepare_dataset, read_checkpoint, train
 # --------------------------------------------------------------------------------------------------------------
 # Scales
@@ -166,11 +168,15 @@ def parse_overrides(algo: str, items: list[str]) -> dict:
     return out
 
 
+def agent_class(algo: str) -> type:
+    """The agent class of ``algo``."""
+    module, agent_name, *_ = ALGORITHMS[check_algo(algo)]
+    return getattr(importlib.import_module(module), agent_name)
+
+
 def build_agent(algo: str, obs_dim: int, act_dim: int, action_low, action_high, config, device: str = "cpu"):
     """The agent ``algo`` for these dimensions and action bounds, with ``config`` (see :func:`make_config`)."""
-    module, agent_name, *_ = ALGORITHMS[check_algo(algo)]
-    agent_cls = getattr(importlib.import_module(module), agent_name)
-    return agent_cls(obs_dim, act_dim, action_low, action_high, config, check_device(device))
+    return agent_class(algo)(obs_dim, act_dim, action_low, action_high, config, check_device(device))
 
 
 def make_agent(algo: str, dataset: OfflineDataset, device: str = "cpu", **overrides):
@@ -354,8 +360,9 @@ def _check_resumable(plan: RunPlan, ck: dict, override) -> None:
                         f"was made with, or pass --override {' '.join(changed)} to change them")
 
 
-def run(algo: str, dataset: str, *, scale: str | None = None, steps: int | None = None, seed: int = 0,
-        device: str = "cpu", out: str | Path | None = None, overrides: dict | None = None,
+def run(algo: str, dataset: str, *, scale: str | None = None, steps: int | None = None,
+        seed: int | Sequence[int] = 0, device: str = "cpu", out: str | Path | Sequence | None = None,
+        overrides: dict | None = None,
         batch_size: int | None = None, eval_every: int | None = None, eval_episodes: int | None = None,
         evaluate: bool = True, checkpoint_every: int | None = None, resume: bool = False, overwrite: bool = False,
         override: tuple | list = (), progress: bool = True, compile: bool | str = False,
@@ -371,13 +378,36 @@ def run(algo: str, dataset: str, *, scale: str | None = None, steps: int | None 
     seconds of each part of the run: the earlier parts of a resumed run up to their checkpoints, then this call's,
     setup included) and ``wall_time`` (their sum; ``None`` when an earlier part's time is unknown because its
     checkpoint predates this record).
+
+    ``seed`` a list of seeds (``out`` then a list of directories, or None for ``runs/<algo>-<dataset>-s<seed>``):
+    the seeds train together as one stacked agent (seeds as a batch axis, :func:`minirl.train.train`), each seed
+    into its own directory, written as its own run would be; a list of the seeds' results comes back.
     """
     from . import datasets
 
-    plan = plan_run(algo, dataset, scale=scale, steps=steps, seed=seed, device=device, out=out, overrides=overrides,
-                    batch_size=batch_size, eval_every=eval_every, eval_episodes=eval_episodes, evaluate=evaluate,
-                    checkpoint_every=checkpoint_every, resume=resume, overwrite=overwrite, override=override,
-                    compile=compile, precision=precision, amp=amp, threads=threads, capture=capture)
+    group = not isinstance(seed, int)
+    seed_list = list(seed) if group else [seed]
+    if group and not seed_list:
+        raise UserError("--seeds: give at least one seed")
+    if group and len(set(seed_list)) != len(seed_list):
+        raise UserError(f"--seeds: the seeds of a batch must differ, got {' '.join(map(str, seed_list))}")
+    if group:
+        check_seed_axis(agent_class(algo))
+        if isinstance(out, (str, os.PathLike)):
+            raise UserError(f"--out: {len(seed_list)} seeds of a batch need one directory each, got one")
+        if compile:
+            raise UserError("--compile compiles one agent's networks: train a batch of seeds without it")
+    out_list = [None] * len(seed_list) if out is None else list(out) if group else [out]
+    if len(out_list) != len(seed_list):
+        raise UserError(f"--out: {len(seed_list)} seeds need {len(seed_list)} directories, got {len(out_list)}")
+    plans = [plan_run(algo, dataset, scale=scale, steps=steps, seed=s, device=device, out=o, overrides=overrides,
+                      batch_size=batch_size, eval_every=eval_every, eval_episodes=eval_episodes, evaluate=evaluate,
+                      checkpoint_every=checkpoint_every, resume=resume, overwrite=overwrite, override=override,
+                      compile=compile, precision=precision, amp=amp, threads=threads, capture=capture)
+             for s, o in zip(seed_list, out_list)]
+    plan = plans[0]
+    if group and len({p.out.resolve() for p in plans}) != len(plans):
+        raise UserError("--out: each seed of a batch needs its own directory")
     if plan.threads is not None:
         torch.set_num_threads(plan.threads)
     raw = full = datasets.load_dataset(plan.dataset, plan.transitions, progress=progress)
@@ -385,24 +415,36 @@ def run(algo: str, dataset: str, *, scale: str | None = None, steps: int | None 
         from . import maze  # a maze dataset's episodes end at goal states: 10%BC ranks whole trajectories there
         fraction = plan.config.top_fraction
         raw = maze.best_trajectories(raw, fraction) if maze.is_maze_name(plan.dataset) else raw.best_episodes(fraction)
-    torch.manual_seed(plan.seed)  # the initial weights depend on the seed too
-    agent = build_agent(plan.algo, raw.obs_dim, raw.act_dim, raw.action_low, raw.action_high, plan.config, device)
+    agents = []
+    for p in plans:
+        torch.manual_seed(p.seed)  # the initial weights depend on the seed too
+        agents.append(build_agent(p.algo, raw.obs_dim, raw.act_dim, raw.action_low, raw.action_high, p.config,
+                                  device))
+    agent = agents[0]
     if compile:  # True, or a torch.compile mode such as "reduce-overhead" (CUDA graphs)
         mode = None if compile is True else compile
         print(f"torch.compile (mode {mode or 'default'}): {', '.join(compile_agent(agent, mode=mode))}")
     data, state_norm, reward_tf = prepare_dataset(raw, plan.config.normalize_states, plan.config.reward_scale)
-    if plan.overwrite:
-        for name in RUN_FILES:
-            (plan.out / name).unlink(missing_ok=True)
-    settings = plan.settings()
-    # which data the run saw (before 10%BC's filter): rolled out again on another CPU, a dataset can differ
-    settings["data"] = {"episodes": len(full.episode_bounds()), "sha256": full.fingerprint()}
-    plan.out.mkdir(parents=True, exist_ok=True)
-    with atomic_write(plan.out / "config.json") as tmp:
-        tmp.write_text(json.dumps(settings, indent=1))
+    all_settings = []
+    for p in plans:
+        if p.overwrite:
+            for name in RUN_FILES:
+                (p.out / name).unlink(missing_ok=True)
+        settings = p.settings()
+        # which data the run saw (before 10%BC's filter): rolled out again on another CPU, a dataset can differ
+        settings["data"] = {"episodes": len(full.episode_bounds()), "sha256": full.fingerprint()}
+        if group:  # trained together with these seeds (seeds as a batch axis)
+            settings["batch_of_seeds"] = seed_list
+        p.out.mkdir(parents=True, exist_ok=True)
+        with atomic_write(p.out / "config.json") as tmp:
+            tmp.write_text(json.dumps(settings, indent=1))
+        all_settings.append(settings)
+    settings = all_settings[0]
+    seeds_text = f"seeds={' '.join(map(str, seed_list))} (one batch)" if group else f"seed={plan.seed}"
+    outs_text = " ".join(str(p.out) for p in plans)
     print(f"minirl train: algo={plan.algo} dataset={plan.dataset} ({len(raw)} transitions) scale={plan.scale.name} "
-          f"steps={plan.steps} seed={plan.seed} device={device} precision={plan.precision} "
-          f"threads={settings['threads']} out={plan.out}")
+          f"steps={plan.steps} {seeds_text} device={device} precision={plan.precision} "
+          f"threads={settings['threads']} out={outs_text}")
     domain = {k: v for k, v in domain_config(plan.algo, plan.dataset).items() if k not in (overrides or {})}
     if domain:
         print(f"  the paper's settings for {plan.algo} on a maze: " + ", ".join(f"{k}={v}" for k, v in domain.items()))
@@ -411,20 +453,25 @@ def run(algo: str, dataset: str, *, scale: str | None = None, steps: int | None 
         print(f"  {plan.scale.name} scale sizes for {plan.algo}: "
               + ", ".join(f"{k}={v}" for k, v in scale_config.items()) + " (the paper's at --scale full)")
     start = time.perf_counter()
-    history = train(agent, data, plan.steps, batch_size=plan.batch_size, eval_env=plan.env_id,
-                    eval_every=plan.eval_every, eval_episodes=plan.eval_episodes, task=plan.task, seed=plan.seed,
-                    device=device, out=plan.out, checkpoint_every=plan.checkpoint_every, resume=plan.resume,
-                    state_normalizer=state_norm, reward_transform=reward_tf, progress=progress,
-                    precision=plan.precision, meta=settings, tensorboard=tensorboard, capture=plan.capture)
-    if history["eval"]:
-        e = history["eval"][-1]
-        success = f", success rate {e['success_rate']:.2f}" if "success_rate" in e else ""
-        print(f"final evaluation at step {e['step']}: return {e['return_mean']:.1f} +- {e['return_std']:.1f}, "
-              f"normalised score {e['score_mean']:.1f}{success}")
-    # the run's wall time over all its parts: the earlier ones (each up to its checkpoint) and this process's
-    segments = history["segments_s"][:-1] + [time.perf_counter() - start]
-    total = None if None in segments else sum(segments)
-    return {**history, "segments_s": segments, "config": settings, "wall_time": total}
+    histories = train(agents if group else agent, data, plan.steps, batch_size=plan.batch_size,
+                      eval_env=plan.env_id, eval_every=plan.eval_every, eval_episodes=plan.eval_episodes,
+                      task=plan.task, seed=seed_list if group else plan.seed, device=device,
+                      out=[p.out for p in plans] if group else plan.out, checkpoint_every=plan.checkpoint_every,
+                      resume=plan.resume, state_normalizer=state_norm, reward_transform=reward_tf,
+                      progress=progress, precision=plan.precision, meta=all_settings if group else settings,
+                      tensorboard=tensorboard, capture=plan.capture)
+    results = []
+    for s, history, settings in zip(seed_list, histories if group else [histories], all_settings):
+        if history["eval"]:
+            e = history["eval"][-1]
+            success = f", success rate {e['success_rate']:.2f}" if "success_rate" in e else ""
+            print(f"final evaluation at step {e['step']}{f' (seed {s})' if group else ''}: return "
+                  f"{e['return_mean']:.1f} +- {e['return_std']:.1f}, normalised score {e['score_mean']:.1f}{success}")
+        # the run's wall time over all its parts: the earlier ones (each up to its checkpoint) and this process's
+        segments = history["segments_s"][:-1] + [time.perf_counter() - start]
+        total = None if None in segments else sum(segments)
+        results.append({**history, "segments_s": segments, "config": settings, "wall_time": total})
+    return results if group else results[0]
 
 
 def _jsonable(config) -> dict:

@@ -29,6 +29,7 @@ from .config import UserError, at_least
 from .data import OfflineDataset, RewardTransform, StateNormalizer, atomic_write
 from .devices import CapturedStep, check_capture, graph_context, update_context
 from .evaluation import has_value_estimate, run_episodes, value_check
+from .seeds import check_seed_axis, member, stack, stack_batches
 # --------------------------------------------------------------------------------------------------------------
 # Data preparation
 # --------------------------------------------------------------------------------------------------------------
@@ -125,11 +126,24 @@ def train(agent, dataset: OfflineDataset, steps: int, *, batch_size: int = 256, 
     step (the classroom trains a student's update this way); everything else (sampling, evaluation, checkpoints of
     ``agent``'s state) is unchanged.
 
+    **Seeds as a batch axis.** ``agent`` may be a list of ``K`` agents of one algorithm (each built from its own
+    seed), with ``seed`` the list of their seeds and ``out`` a list of ``K`` directories (or None): they are trained
+    together as one stacked agent (:mod:`minirl.seeds`), one update per step on ``K`` batches, each drawn by its
+    seed's own sampler, so each seed sees the batches its own run would. Each directory gets what a single run
+    writes (its evaluations, made with its seed, checkpoints and ``agent.pt`` of its seed alone), so a seed of a
+    batched run resumes, loads and evaluates like any run; the training entries of ``log.jsonl`` are the stack's:
+    losses summed over the ``K`` seeds, other statistics averaged over them, with ``"members": K``. The agents in
+    the list end trained, and a list of ``K`` histories comes back. For an algorithm whose update draws random
+    numbers (CQL's and BCQ's sampled actions), the ``K`` seeds draw them from one stream (seeded with the first
+    seed), so they are statistically, not exactly, the ``K`` separate runs; IQL and BC draw none.
+
     ``tensorboard=True`` (needs ``out`` and the ``tensorboard`` package, extra ``minirl-book[tensorboard]``) also
     writes every ``log.jsonl`` entry as TensorBoard scalars (``train/<name>``, ``eval/<name>``) to event files in
     ``out``: ``tensorboard --logdir runs/`` then shows the runs side by side. A resumed run adds an event file; the
     steps an interrupted run made after its last checkpoint then appear twice.
     """
+    group = isinstance(agent, (list, tuple))
+    agents, seeds, outs = _members(agent, seed, out) if group else ([agent], [seed], [out])
     at_least("steps", steps, 0)
     at_least("batch_size", batch_size, 1)
     at_least("log_every", log_every, 1)
@@ -140,7 +154,8 @@ def train(agent, dataset: OfflineDataset, steps: int, *, batch_size: int = 256, 
         at_least("checkpoint_every", checkpoint_every, 1)
     if eval_every and eval_env is None:
         raise ValueError("eval_every is set but eval_env is None: pass the environment id to evaluate in")
-    out = Path(out) if out is not None else None
+    outs = [Path(o) if o is not None else None for o in outs]
+    out = outs[0]
     if checkpoint_every and out is None:
         raise ValueError("checkpoint_every needs out= (the directory the checkpoint is written to)")
     if resume and out is None:
@@ -153,64 +168,91 @@ def train(agent, dataset: OfflineDataset, steps: int, *, batch_size: int = 256, 
         check_capture(device)
     if capture and update is not None:
         raise ValueError("capture=True records agent.update(); a custom update= cannot be captured")
+    if group and update is not None:
+        raise ValueError("a custom update= trains one agent: pass one agent, not a list")
     if sync_every_step is None:
         sync_every_step = torch.device(device).type == "cpu"  # reading a CPU tensor costs nothing
-    torch.manual_seed(seed)
-    sampler = torch.Generator(device=device).manual_seed(seed)
-    history: dict[str, list] = {"train": [], "eval": []}
+    torch.manual_seed(seeds[0])
+    samplers = [torch.Generator(device=device).manual_seed(s) for s in seeds]  # each seed's own batches
+    histories: list[dict[str, list]] = [{"train": [], "eval": []} for _ in agents]
     start, resumed_running, earlier_segments, earlier_update_s, earlier_update_cpu_s = 0, ({}, 0), [], 0.0, 0.0
-    if out is not None:
-        out.mkdir(parents=True, exist_ok=True)
-        if resume and (out / "checkpoint.pt").exists():
-            ck = read_checkpoint(out / "checkpoint.pt")
+    resumed = [resume and o is not None and (o / "checkpoint.pt").exists() for o in outs]
+    if group and any(resumed) and not all(resumed):
+        raise UserError(f"--resume: of a batch of seeds, only {sum(resumed)} of {len(outs)} have a checkpoint.pt; "
+                        f"resume them one at a time, or start the batch again")
+    for k, (one, sampler, o) in enumerate(zip(agents, samplers, outs)):
+        if o is None:
+            continue
+        o.mkdir(parents=True, exist_ok=True)
+        if resumed[k]:
+            ck = read_checkpoint(o / "checkpoint.pt")
             if ck["step"] > steps:
-                raise UserError(f"--resume: {out / 'checkpoint.pt'} is at step {ck['step']}, beyond --steps "
+                raise UserError(f"--resume: {o / 'checkpoint.pt'} is at step {ck['step']}, beyond --steps "
                                 f"{steps}; ask for at least {ck['step']} steps")
-            load_agent_state(agent, ck["agent"], out / "checkpoint.pt", keep_optimizer_settings=True)
+            if k and ck["step"] != start:
+                raise UserError(f"--resume: {o / 'checkpoint.pt'} is at step {ck['step']}, {outs[0] / 'checkpoint.pt'} "
+                                f"at {start}: a batch of seeds resumes from one step")
+            load_agent_state(one, ck["agent"], o / "checkpoint.pt", keep_optimizer_settings=True)
             # on the CPU: generator states must stay CPU byte tensors; load_state_dict copied onto the agent's device
             sampler.set_state(ck["sampler"])
-            torch.set_rng_state(ck["torch_rng"])
-            if ck.get("cuda_rng") is not None:
-                torch.cuda.set_rng_state(ck["cuda_rng"], torch.device(device))
-            start, history = ck["step"], ck["history"]
-            resumed_running = ck.get("running", ({}, 0))
-            # seconds of each earlier part of the run, up to its checkpoint; None: a checkpoint that did not record it
-            earlier_segments = ck.get("segments_s", [None])
-            earlier_update_s = ck.get("update_s")  # None: an older checkpoint, the earlier update time unknown
-            earlier_update_cpu_s = ck.get("update_cpu_s")
+            start, histories[k] = ck["step"], ck["history"]
+            if k == 0:  # what the seeds share: the global generators, the running logs, the clocks
+                torch.set_rng_state(ck["torch_rng"])
+                if ck.get("cuda_rng") is not None:
+                    torch.cuda.set_rng_state(ck["cuda_rng"], torch.device(device))
+                resumed_running = ck.get("running", ({}, 0))
+                # seconds of each earlier part of the run, up to its checkpoint; None: a checkpoint that did not record it
+                earlier_segments = ck.get("segments_s", [None])
+                earlier_update_s = ck.get("update_s")  # None: an older checkpoint, the earlier update time unknown
+                earlier_update_cpu_s = ck.get("update_cpu_s")
         elif resume:
-            print(f"resume: no checkpoint in {out}, starting from step 0")
+            print(f"resume: no checkpoint in {o}, starting from step 0")
         # the logs end where the checkpoint was taken, even if the interrupted run got further
+        history = histories[k]
         entries = sorted(({"kind": kind, **e} for kind in history for e in history[kind]),
                          key=lambda e: (e["step"], e["kind"] == "eval"))  # the order the run wrote them in
-        with atomic_write(out / "log.jsonl") as tmp:
+        with atomic_write(o / "log.jsonl") as tmp:
             tmp.write_text("".join(json.dumps(e) + "\n" for e in entries))
-        (out / "eval.csv").unlink(missing_ok=True)
+        (o / "eval.csv").unlink(missing_ok=True)
         if history["eval"]:
-            _write_csv(out / "eval.csv", history["eval"])
+            _write_csv(o / "eval.csv", history["eval"])
         if start == 0:
-            (out / "checkpoint.pt").unlink(missing_ok=True)  # another run's: it must never be resumed into this one
+            (o / "checkpoint.pt").unlink(missing_ok=True)  # another run's: it must never be resumed into this one
+    learner = stack(agents) if group else agent  # what the updates train: K seeds stacked, or the one agent
+    metas = list(meta) if group and isinstance(meta, (list, tuple)) else [meta] * len(agents)
     dataset.to_tensors(device)  # move the data to the device once
+
+    def sample(generators) -> dict:
+        if not group:
+            return dataset.sample(batch_size, device, generators[0])
+        return stack_batches([dataset.sample(batch_size, device, g) for g in generators])
+
     captured = None
     if capture:  # batches from the default CUDA generator (seeded above, or restored from the checkpoint)
-        captured = CapturedStep(lambda: agent.update(dataset.sample(batch_size, device)), agent,
+        captured = CapturedStep(lambda: learner.update(sample([None] * len(agents))), learner,
                                 context=graph_context(device, precision, amp))
 
-    def log(kind: str, entry: dict) -> None:
-        history[kind].append(entry)
-        if out is not None:
-            with open(out / "log.jsonl", "a") as f:
-                f.write(json.dumps({"kind": kind, **entry}) + "\n")
-        if writer is not None:
+    def seed_agent(k: int):
+        """Seed ``k``'s agent as a plain agent (to evaluate or save)."""
+        return member(learner, k) if group else agent
+
+    def log(kind: str, entry: dict, k: int | None = None) -> None:
+        """Log ``entry`` for seed ``k``, or for every seed."""
+        for i in range(len(agents)) if k is None else [k]:
+            histories[i][kind].append(entry)
+            if outs[i] is not None:
+                with open(outs[i] / "log.jsonl", "a") as f:
+                    f.write(json.dumps({"kind": kind, **entry}) + "\n")
+        if writer is not None and (k or 0) == 0:
             for name, value in entry.items():
                 if name != "step":
                     writer.add_scalar(f"{kind}/{name}", value, entry["step"])
             if kind == "eval":
                 writer.flush()  # an interrupted run keeps its curves up to the last evaluation
 
-    def save(name: str, step: int, **extra) -> None:
-        with atomic_write(out / name) as tmp:
-            torch.save({"agent": agent.state_dict(), "step": step, "meta": meta, "versions": versions(),
+    def save(name: str, step: int, k: int, **extra) -> None:
+        with atomic_write(outs[k] / name) as tmp:
+            torch.save({"agent": seed_agent(k).state_dict(), "step": step, "meta": metas[k], "versions": versions(),
                         **_transforms(state_normalizer, reward_transform), **extra}, tmp)
 
     def part_seconds() -> tuple[float, float]:
@@ -227,18 +269,21 @@ def train(agent, dataset: OfflineDataset, steps: int, *, batch_size: int = 256, 
     def checkpoint(step: int) -> None:
         cuda_rng = torch.cuda.get_rng_state(torch.device(device)) if torch.device(device).type == "cuda" else None
         seconds = update_seconds(*part_seconds())  # None in the checkpoint: still unknown when resumed from it
-        save("checkpoint.pt", step, sampler=sampler.get_state(), torch_rng=torch.get_rng_state(), cuda_rng=cuda_rng,
-             history=history, running=({k: float(v) for k, v in running.items()}, n_running),
-             segments_s=earlier_segments + [time.perf_counter() - t0],
-             update_s=seconds.get("update_s"), update_cpu_s=seconds.get("update_cpu_s"))
+        for k in range(len(agents)):
+            save("checkpoint.pt", step, k, sampler=samplers[k].get_state(), torch_rng=torch.get_rng_state(),
+                 cuda_rng=cuda_rng, history=histories[k],
+                 running=({n: float(v) for n, v in running.items()}, n_running),
+                 segments_s=earlier_segments + [time.perf_counter() - t0],
+                 update_s=seconds.get("update_s"), update_cpu_s=seconds.get("update_cpu_s"))
 
     # sums of the update logs since the last "train" entry, and how many updates they hold; a checkpoint keeps
     # them, so a run resumed between two log steps writes the same averages as one that never stopped
     running, n_running = resumed_running
     t0, eval_seconds = time.perf_counter(), 0.0
     c0, eval_cpu_seconds = time.process_time(), 0.0
+    name = getattr(agents[0], "name", type(agents[0]).__name__)
     bar = progress_bar(range(start, steps), initial=start, total=steps, enabled=progress,
-                       desc=getattr(agent, "name", type(agent).__name__))
+                       desc=f"{name} x {len(agents)} seeds" if group else name)
     with _interrupt_at_step_end() as stop:
         for t in bar:
             step = t + 1
@@ -246,8 +291,8 @@ def train(agent, dataset: OfflineDataset, steps: int, *, batch_size: int = 256, 
                 logs = captured()  # sampling and update, replayed as one CUDA graph
             else:
                 with precision_ctx:
-                    batch = dataset.sample(batch_size, device, sampler)
-                    logs = agent.update(batch) if update is None else update(agent, batch)
+                    batch = sample(samplers)
+                    logs = learner.update(batch) if update is None else update(agent, batch)
                 if not isinstance(logs, dict):
                     raise TypeError(f"the update returned a {type(logs).__name__}, expected a dict of logs "
                                     "(name -> number)")
@@ -263,32 +308,21 @@ def train(agent, dataset: OfflineDataset, steps: int, *, batch_size: int = 256, 
                     _check_finite(sums, step, first=step - n_running + 1)
                 part_s, part_cpu_s = part_seconds()
                 log("train", {"step": step, **{k: v / n_running for k, v in sums.items()},
-                              "updates_per_s": (step - start) / part_s, **update_seconds(part_s, part_cpu_s)})
+                              "updates_per_s": (step - start) / part_s, **update_seconds(part_s, part_cpu_s),
+                              **({"members": len(agents)} if group else {})})
                 running, n_running = {}, 0
             if eval_every and (step % eval_every == 0 or step == steps):
                 t_eval, c_eval = time.perf_counter(), time.process_time()
-                if has_value_estimate(agent):  # the returns and, from the same episodes, the critic's value check
-                    episodes = value_check(agent, eval_env, eval_episodes, seed=10_000 * (seed + 1),
-                                           state_normalizer=state_normalizer, reward_transform=reward_transform)
-                    values = {"q_start": episodes["q_start"], "mc_discounted": episodes["mc_discounted"]}
-                else:
-                    episodes = run_episodes(agent, eval_env, eval_episodes, seed=10_000 * (seed + 1),
-                                            state_normalizer=state_normalizer)
-                    values = {}
-                returns = episodes["returns"]
-                entry = {"step": step, "return_mean": float(returns.mean()), "return_std": float(returns.std())}
-                if "successes" in episodes:  # a goal task (OGBench's mazes): the share of episodes that reached it
-                    entry["success_rate"] = float(episodes["successes"].mean())
-                if task is not None:
-                    from .datasets import normalized_score
-                    scores = normalized_score(task, returns)
-                    entry |= {"score_mean": float(scores.mean()), "score_std": float(scores.std())}
-                log("eval", entry | values)
+                for k in range(len(agents)):
+                    entry = _evaluate(seed_agent(k), eval_env, eval_episodes, seeds[k], step, task, state_normalizer,
+                                      reward_transform)
+                    log("eval", entry, k)
+                    if outs[k] is not None:
+                        _write_csv(outs[k] / "eval.csv", histories[k]["eval"])
                 eval_seconds += time.perf_counter() - t_eval
                 eval_cpu_seconds += time.process_time() - c_eval
-                if out is not None:
-                    _write_csv(out / "eval.csv", history["eval"])
-                bar.set_postfix(ret=f"{entry['return_mean']:.1f}")
+                mean_return = sum(h["eval"][-1]["return_mean"] for h in histories) / len(histories)
+                bar.set_postfix(ret=f"{mean_return:.1f}")
             saved = checkpoint_every and step % checkpoint_every == 0
             if saved or (stop.requested and out is not None):
                 checkpoint(step)
@@ -296,10 +330,57 @@ def train(agent, dataset: OfflineDataset, steps: int, *, batch_size: int = 256, 
                 bar.close()
                 raise Interrupted(step, out)
     if out is not None:
-        save("agent.pt", steps)
+        for k in range(len(agents)):
+            save("agent.pt", steps, k)
     if writer is not None:
         writer.close()
-    return {**history, "segments_s": earlier_segments + [time.perf_counter() - t0]}
+    segments = earlier_segments + [time.perf_counter() - t0]
+    if not group:
+        return {**histories[0], "segments_s": segments}
+    for k, one in enumerate(agents):  # the caller's agents end trained, as after K separate runs
+        one.load_state_dict(member(learner, k).state_dict())
+    return [{**h, "segments_s": segments} for h in histories]
+
+
+def _members(agents, seeds, outs) -> tuple[list, list, list]:
+    """Check a batch of seeds (:func:`train` given a list of agents): one seed and one directory (or None) each."""
+    agents = list(agents)
+    if not agents:
+        raise ValueError("train: the list of agents is empty")
+    check_seed_axis(agents[0])
+    if isinstance(seeds, int) or len(seeds) != len(agents):
+        raise ValueError(f"train: {len(agents)} agents need a list of {len(agents)} seeds, got seed={seeds!r}")
+    if len(set(seeds)) != len(seeds):
+        raise ValueError(f"train: the seeds of a batch must differ, got {list(seeds)}")
+    if outs is None:
+        outs = [None] * len(agents)
+    elif isinstance(outs, (str, os.PathLike)) or len(outs) != len(agents):
+        raise ValueError(f"train: {len(agents)} agents need a list of {len(agents)} out directories (or None)")
+    if len({Path(o).resolve() for o in outs if o is not None}) != sum(o is not None for o in outs):
+        raise ValueError("train: each seed of a batch needs its own out directory")
+    return agents, list(seeds), list(outs)
+
+
+def _evaluate(agent, eval_env, episodes: int, seed: int, step: int, task, state_normalizer, reward_transform) -> dict:
+    """One evaluation's log entry: the returns over ``episodes`` seeded episodes, the normalised score with ``task``,
+    the success rate on a goal task, and the critic's value check where the agent has a critic."""
+    if has_value_estimate(agent):  # the returns and, from the same episodes, the critic's value check
+        episodes_ = value_check(agent, eval_env, episodes, seed=10_000 * (seed + 1),
+                                state_normalizer=state_normalizer, reward_transform=reward_transform)
+        values = {"q_start": episodes_["q_start"], "mc_discounted": episodes_["mc_discounted"]}
+    else:
+        episodes_ = run_episodes(agent, eval_env, episodes, seed=10_000 * (seed + 1),
+                                 state_normalizer=state_normalizer)
+        values = {}
+    returns = episodes_["returns"]
+    entry = {"step": step, "return_mean": float(returns.mean()), "return_std": float(returns.std())}
+    if "successes" in episodes_:  # a goal task (OGBench's mazes): the share of episodes that reached it
+        entry["success_rate"] = float(episodes_["successes"].mean())
+    if task is not None:
+        from .datasets import normalized_score
+        scores = normalized_score(task, returns)
+        entry |= {"score_mean": float(scores.mean()), "score_std": float(scores.std())}
+    return entry | values
 
 
 def estimate_seconds(agent, dataset: OfflineDataset, steps: int, *, batch_size: int = 256, device: str = "cpu",

@@ -1,4 +1,4 @@
-"""benchmarks/batched_seeds.py measures K seeds of IQL in one vmapped update: it must be the plain update, batched."""
+"""benchmarks/batched_seeds.py times K seeds stacked in one update (minirl.seeds): its check must be the plain update's."""
 import sys
 from pathlib import Path
 
@@ -15,18 +15,20 @@ def data():
     return synthetic_dataset(n=2_000, obs_dim=5, act_dim=2)
 
 
-def test_batched_update_equals_the_plain_updates_seed_by_seed(data):
-    assert batched_seeds.check_same_as_plain(data, k=3, steps=3, batch_size=32) < 1e-4
+@pytest.mark.parametrize("algo", ["iql", "bc", "cql", "bcq"])
+def test_batched_update_equals_the_plain_updates_seed_by_seed(data, algo):
+    assert batched_seeds.check_same_as_plain(data, k=3, steps=3, batch_size=32, algo=algo) < 1e-4
 
 
 def test_the_check_sees_a_batched_update_that_is_not_the_plain_one(data, monkeypatch):
-    # the batched agents' expectile differs from the plain agents': the check must report it
-    original = batched_seeds.BatchedIQL.__init__
+    # the stacked agent's expectile differs from the plain agents': the check must report it
+    original = batched_seeds.seeds.stack
 
-    def wrong(self, agents):
-        original(self, agents)
-        self.cfg = type(self.cfg)(**{**vars(self.cfg), "expectile": 0.9})
-    monkeypatch.setattr(batched_seeds.BatchedIQL, "__init__", wrong)
+    def wrong(agents):
+        stacked = original(agents)
+        stacked.cfg = type(stacked.cfg)(**{**vars(stacked.cfg), "expectile": 0.9})
+        return stacked
+    monkeypatch.setattr(batched_seeds.seeds, "stack", wrong)
     assert batched_seeds.check_same_as_plain(data, k=2, steps=2, batch_size=32) > 1e-3
 
 

@@ -19,8 +19,9 @@ def test_the_dry_run_checks_times_trains_and_saves_the_actors_which_evaluate_sco
     assert rc == 0
     results = json.loads((out / "gpu_results.json").read_text())
     assert results["checks"]["batched == plain (IQL, K=3)"] < 1e-4
+    assert all(results["checks"][f"batched == plain ({a}, K=3)"] < 1e-4 for a in ("BC", "BCQ", "CQL"))
     eager = [r for r in results["rows"] if r["mode"] == "eager"]
-    assert {r["algo"] for r in eager} == {"bc", "bcq", "cql", "iql", "iql batched"}
+    assert {r["algo"] for r in eager} == {"bc", "bcq", "cql", "iql", *(f"{a} batched" for a in ("bc", "bcq", "cql", "iql"))}
     assert all(r["updates_per_s"] > 0 for r in eager)
     captured = [r for r in results["rows"] if r["mode"] == "captured"]
     assert captured and all("GPU" in r["error"] for r in captured)  # a CPU says why, it does not pretend

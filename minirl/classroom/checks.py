@@ -79,7 +79,9 @@ def _fingerprint(code) -> tuple:
     f.__code__, ...)``, ``exec`` of ``inspect.getsource(f)``) does not."""
     ops = []
     for ins in dis.get_instructions(code):
-        arg = None if ins.opcode in _JUMPS else ins.argval
+        # a jump's distance, and the EXTENDED_ARG prefix that carries its high bits, depend on the size of the code
+        # between, which _SAME_OP's two ops change (their inline caches differ): left out
+        arg = None if ins.opcode in _JUMPS or ins.opname == "EXTENDED_ARG" else ins.argval
         if hasattr(arg, "co_code"):
             arg = _fingerprint(arg)
         elif arg is not None and not isinstance(arg, (str, int, float, bool, bytes, tuple, frozenset)):
