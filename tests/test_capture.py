@@ -109,6 +109,39 @@ def test_train_with_capture_follows_iqls_schedule(data):
     assert all(math.isfinite(entry["critic_loss"]) for entry in history["train"])
 
 
+@needs_cuda
+@pytest.mark.parametrize("algo", ["bc", "bcq", "cql", "iql"])
+def test_a_stack_of_seeds_captured_is_the_stack_eager(algo, data):
+    from minirl import seeds
+    agents = []
+    for s in range(3):
+        torch.manual_seed(s)
+        agents.append(small_agent(algo, data, "cuda"))
+    stacked = seeds.stack(agents)
+    twin = copy.deepcopy(stacked)
+
+    def batch():
+        return seeds.stack_batches([data.sample(64, "cuda") for _ in range(3)])
+    torch.cuda.manual_seed(3)
+    eager = [{k: float(v) for k, v in stacked.update(batch()).items()} for _ in range(10)]
+    torch.cuda.manual_seed(3)
+    step = devices.CapturedStep(lambda: twin.update(batch()), twin)
+    for logs in eager:
+        replay = {k: float(v) for k, v in step().items()}
+        for k, v in logs.items():
+            assert replay[k] == pytest.approx(v, rel=1e-4, abs=1e-5), k
+
+
+@needs_cuda
+def test_train_captures_a_batch_of_seeds(data, tmp_path):
+    from minirl.train import train
+    agents = [small_agent("iql", data, "cuda", max_steps=30) for _ in range(3)]
+    histories = train(agents, data, 30, batch_size=64, device="cuda", log_every=10, progress=False, capture=True,
+                      seed=[0, 1, 2], out=[tmp_path / f"s{s}" for s in range(3)])
+    assert len(histories) == 3 and all(len(h["train"]) == 3 for h in histories)
+    assert all((tmp_path / f"s{s}" / "agent.pt").exists() for s in range(3))
+
+
 def test_capture_off_a_gpu_is_a_one_line_error(data):
     from minirl.config import UserError
     from minirl.train import train
