@@ -145,7 +145,7 @@ def timed(step, seconds: float, device: str) -> float:
 
 
 def speed_rows(data, device: str, sizes: str, seconds: float, ks: list[int], budget: Budget, capture_ok: dict,
-               compiled: bool = False):
+               compiled: bool = False, batched_algos=batched_seeds.ALGOS):
     """The table's rows; ``compiled``: only BC's and IQL's update with compiled networks inside the captured step
     (run last, after the real run: a capture that fails can leave the GPU's state upset for what follows)."""
     cuda = device == "cuda"
@@ -207,7 +207,7 @@ def speed_rows(data, device: str, sizes: str, seconds: float, ks: list[int], bud
                                             context=capture_context(bf16))
                 return timed(step, seconds, device)
             add(algo, 1, precision, "captured", captured)
-    for algo, k in ((algo, k) for algo in batched_seeds.ALGOS for k in ks):
+    for algo, k in ((algo, k) for algo in batched_algos for k in ks):
         def batched_eager(k=k, algo=algo):
             batched = seeds.stack(batched_seeds.make_agents(data, k, device, algo))
             return timed(lambda: batched.update(joint_batch(tensors, n, k, 256)), seconds, device)
@@ -417,7 +417,8 @@ def run_all(args) -> int:
         save()
         # 2. the speed table
         print(f"\n2. speed, {args.seconds:g} s per row", flush=True)
-        results["rows"] = speed_rows(data, device, sizes, args.seconds, args.seeds, budget, capture_ok)
+        results["rows"] = speed_rows(data, device, sizes, args.seconds, args.seeds, budget, capture_ok,
+                                     batched_algos=args.batched_algos)
         save()
         print_table(results["rows"], meta)
     # 3. the real run
@@ -502,7 +503,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--dry-run", action="store_true", help="on the CPU, small sizes, no CUDA graphs")
     ap.add_argument("--budget", type=float, default=420.0, help="seconds for everything (default 420)")
     ap.add_argument("--seconds", type=float, default=3.0, help="timing window per row (default 3)")
-    ap.add_argument("--seeds", type=int, nargs="+", default=[1, 5, 10], help="K values of the batched IQL rows")
+    ap.add_argument("--seeds", type=int, nargs="+", default=[1, 5, 10], help="K values of the batched rows")
+    ap.add_argument("--batched-algos", nargs="+", default=list(batched_seeds.ALGOS), choices=batched_seeds.ALGOS,
+                    help="the algorithms whose seeds the table stacks (default: all four)")
     ap.add_argument("--train-seeds", type=int, default=5, help="K seeds of the real run (default 5)")
     ap.add_argument("--snapshot-every", type=int, default=25_000, help="keep the actors every this many steps")
     ap.add_argument("--max-train-steps", type=int, default=1_000_000)
