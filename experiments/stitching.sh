@@ -52,12 +52,15 @@ ROLLOUT_AGENTS="$RUN --eval-episodes 50 --tag stitching-rollouts --algos bc 10%b
 # OGBench's IQL): without it IQL failed even the navigate control (0% on task 1 in 3 seeds), with it all 3 seeds
 # reached the goal in every episode at the grid's budget. Its seeds train as one batch (--batch-seeds, minirl.seeds:
 # 1.8x the seed-updates/s of one seed on this CPU for IQL; the same update per seed, so the same runs statistically).
+# With LayerNorm IQL still had 0% on stitch task 1 through 45,000 steps (seed 0), so the budget probe with LayerNorm on
+# stitch task 1 (300,000 steps, one seed: is it the budget?) comes next, before the other tasks.
 IQL_LN="$MAZE --algos iql --set layer_norm=true --batch-seeds"
 lane0=(
   "$MAZE --algos bc 10%bc iql --datasets $FIRST --seeds 0 1 2"
   "$MAZE --algos bc 10%bc iql --datasets $FIRST_NAVIGATE --seeds 0 1 2"
   "$ROLLOUT_AGENTS --datasets pointmaze-medium-stitch-singletask-task1 pointmaze-medium-navigate-singletask-task1"
   "$MAZE --algos iql --datasets pointmaze-medium-navigate-singletask-task1 pointmaze-medium-stitch-singletask-task1 --seeds 0 1 2 --set layer_norm=true"
+  "$BUDGET_PROBE --datasets pointmaze-medium-stitch-singletask-task1 --set layer_norm=true"
   "$IQL_LN --datasets pointmaze-medium-stitch-singletask-task2 pointmaze-medium-navigate-singletask-task2 --seeds 0 1 2"
   "$MAZE --algos bc 10%bc --datasets $STITCH --seeds 0 1 2"
   "$IQL_LN --datasets $STITCH --seeds 0 1 2"
