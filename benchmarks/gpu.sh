@@ -15,4 +15,8 @@ out=${OUT:-runs/gpu}
 mkdir -p "$out"
 exec > >(tee -a "$out/gpu.log") 2>&1  # everything below, also into gpu.log
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm,power.limit --format=csv || true
+if python3 -c "import pytest" 2>/dev/null; then  # the tests that need a GPU (they skip on a CPU); ~15 s
+    python3 -m pytest -q -o addopts="" -p no:cacheprovider tests/test_capture.py tests/test_seeds.py > "$out/pytest.log" 2>&1 \
+        && echo "tests on this GPU: $(tail -n 1 "$out/pytest.log")" || echo "tests on this GPU FAILED: $(tail -n 1 "$out/pytest.log") (pytest.log)"
+fi
 python3 benchmarks/gpu.py --out "$out" "$@"

@@ -768,14 +768,14 @@ def _suite(a) -> int:
     overrides = {algo: runs.parse_overrides(algo, a.set) for algo in a.algos}
     for algo in a.algos:
         runs.make_config(algo, overrides[algo])
+    if a.batch_seeds and a.executor != "inline":  # before the executor's own checks: the conflict is the flags'
+        raise config.UserError(f"--batch-seeds makes a batch of seeds in one process: use it with --executor "
+                               f"inline, not {a.executor}")
     settings = _check_executor(a, device)
     torch.set_num_threads(a.threads)
     root = Path(a.root) / (a.tag or default_tag(scale.name, resolved))
     grid = [(dataset, algo, seed) for dataset in a.datasets for algo in a.algos for seed in a.seeds]
     if a.batch_seeds:
-        if a.executor != "inline":
-            raise config.UserError(f"--batch-seeds makes a batch of seeds in one process: use it with --executor "
-                                   f"inline, not {a.executor}")
         for algo in a.algos:
             seeds.check_seed_axis(runs.agent_class(algo))
         for dataset in a.datasets:

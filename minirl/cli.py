@@ -89,7 +89,7 @@ def build_parser(prog: str = "minirl"):
                    "fails); MODE reduce-overhead also records CUDA graphs, max-autotune tunes matmuls")
     t.add_argument("--capture", action="store_true",
                    help="record each training step as a CUDA graph and replay it (--device cuda; the same updates, "
-                   "5-11x faster on an H200)")
+                   "4-9x faster on an H100)")
     t.add_argument("--tensorboard", action="store_true",
                    help="also write the logs as TensorBoard event files in --out (pip install -e '.[tensorboard]')")
     t.add_argument("--lagrange", action="store_true", help="CQL only: learn alpha' (same as --algo cql-lagrange)")

@@ -98,7 +98,7 @@ def train(agent, dataset: OfflineDataset, steps: int, *, batch_size: int = 256, 
 
     ``capture=True`` (on a CUDA device) records one step, the batch drawn on the GPU and ``agent.update()``, as a
     CUDA graph and replays it at every step (:class:`minirl.devices.CapturedStep`): the same updates as eager ones
-    from the same seed, 5-11x faster on an H200 (benchmarks/README.md). Its batches come from the default CUDA
+    from the same seed, 4-9x faster on an H100 (benchmarks/README.md). Its batches come from the default CUDA
     generator instead of the run's sampler, so a captured run and an eager one with the same seed draw different
     batches.
 
