@@ -54,6 +54,11 @@ ROLLOUT_AGENTS="$RUN --eval-episodes 50 --tag stitching-rollouts --algos bc 10%b
 # 1.8x the seed-updates/s of one seed on this CPU for IQL; the same update per seed, so the same runs statistically).
 # With LayerNorm IQL still had 0% on stitch task 1 through 45,000 steps (seed 0), so the budget probe with LayerNorm on
 # stitch task 1 (300,000 steps, one seed: is it the budget?) comes next, before the other tasks.
+# The budget probe with LayerNorm on stitch task 1 (seed 0) had 0% at 25,000, 50,000 and 75,000 steps, then 20% at
+# 100,000 and 52% at 125,000: the first stitching of any method here, past the grid's 50,000 steps. So (2026-11-27
+# 18:35) before anything else: the same 300,000-step run for seeds 1 and 2 (as one batch), to tell the budget from
+# seed 0's luck, and BC and 10%BC at the same 300,000 steps on the same task (the equal budget the claim needs).
+LONG="$RUN --eval-episodes 50 --tag stitching-budget --steps 300000 --eval-every 25000"
 IQL_LN="$MAZE --algos iql --set layer_norm=true --batch-seeds"
 lane0=(
   "$MAZE --algos bc 10%bc iql --datasets $FIRST --seeds 0 1 2"
@@ -61,6 +66,7 @@ lane0=(
   "$ROLLOUT_AGENTS --datasets pointmaze-medium-stitch-singletask-task1 pointmaze-medium-navigate-singletask-task1"
   "$MAZE --algos iql --datasets pointmaze-medium-navigate-singletask-task1 pointmaze-medium-stitch-singletask-task1 --seeds 0 1 2 --set layer_norm=true"
   "$BUDGET_PROBE --datasets pointmaze-medium-stitch-singletask-task1 --set layer_norm=true"
+  "$LONG --algos bc 10%bc --datasets pointmaze-medium-stitch-singletask-task1 --seeds 0 1 2 --batch-seeds"
   "$IQL_LN --datasets pointmaze-medium-stitch-singletask-task2 pointmaze-medium-navigate-singletask-task2 --seeds 0 1 2"
   "$MAZE --algos bc 10%bc --datasets $STITCH --seeds 0 1 2"
   "$IQL_LN --datasets $STITCH --seeds 0 1 2"
@@ -78,6 +84,7 @@ lane0=(
   "$BUDGET_PROBE --datasets pointmaze-medium-navigate-singletask-task1 pointmaze-medium-stitch-singletask-task1"
 )
 lane1=(
+  "$LONG --algos iql --set layer_norm=true --datasets pointmaze-medium-stitch-singletask-task1 --seeds 1 2 --batch-seeds"
   "$SUITE --algos bc 10%bc iql --datasets hopper-full-replay --seeds 0 1 2 3 4"
   "$SUITE --algos cql bcq --datasets hopper-full-replay --seeds 0 1 2 3 4"
   "$MAZE --algos bcq --datasets $FIRST --seeds 0 1 2"
