@@ -59,6 +59,11 @@ ROLLOUT_AGENTS="$RUN --eval-episodes 50 --tag stitching-rollouts --algos bc 10%b
 # 18:35) before anything else: the same 300,000-step run for seeds 1 and 2 (as one batch), to tell the budget from
 # seed 0's luck, and BC and 10%BC at the same 300,000 steps on the same task (the equal budget the claim needs).
 LONG="$RUN --eval-episodes 50 --tag stitching-budget --steps 300000 --eval-every 25000"
+# Then (2026-11-27 18:40) the maze grid moves to this budget, task by task: IQL's one-step control (expectile 0.5: can
+# it stitch? the gridworld says no), stitch task 2, the navigate control; CQL and BCQ one seed at a time in lane 1
+# (about 3 hours each on one core: they gain nothing from batching seeds on this CPU). The 50,000-step grid below
+# stays, after them: at that budget no method stitched.
+LONG_IQL="$LONG --algos iql --set layer_norm=true --batch-seeds"
 IQL_LN="$MAZE --algos iql --set layer_norm=true --batch-seeds"
 lane0=(
   "$MAZE --algos bc 10%bc iql --datasets $FIRST --seeds 0 1 2"
@@ -67,6 +72,13 @@ lane0=(
   "$MAZE --algos iql --datasets pointmaze-medium-navigate-singletask-task1 pointmaze-medium-stitch-singletask-task1 --seeds 0 1 2 --set layer_norm=true"
   "$BUDGET_PROBE --datasets pointmaze-medium-stitch-singletask-task1 --set layer_norm=true"
   "$LONG --algos bc 10%bc --datasets pointmaze-medium-stitch-singletask-task1 --seeds 0 1 2 --batch-seeds"
+  "$LONG_IQL --datasets pointmaze-medium-stitch-singletask-task1 --seeds 0 1 2 --set expectile=0.5"
+  "$LONG_IQL --datasets pointmaze-medium-stitch-singletask-task2 --seeds 0 1 2"
+  "$LONG --algos bc 10%bc --datasets pointmaze-medium-stitch-singletask-task2 --seeds 0 1 2 --batch-seeds"
+  "$BUDGET_PROBE --datasets pointmaze-medium-navigate-singletask-task1 --set layer_norm=true"
+  "$LONG_IQL --datasets pointmaze-medium-navigate-singletask-task1 --seeds 1 2"
+  "$LONG --algos bc 10%bc --datasets pointmaze-medium-navigate-singletask-task1 pointmaze-medium-navigate-singletask-task2 --seeds 0 1 2 --batch-seeds"
+  "$LONG_IQL --datasets pointmaze-medium-navigate-singletask-task2 --seeds 0 1 2"
   "$IQL_LN --datasets pointmaze-medium-stitch-singletask-task2 pointmaze-medium-navigate-singletask-task2 --seeds 0 1 2"
   "$MAZE --algos bc 10%bc --datasets $STITCH --seeds 0 1 2"
   "$IQL_LN --datasets $STITCH --seeds 0 1 2"
@@ -85,6 +97,9 @@ lane0=(
 )
 lane1=(
   "$LONG --algos iql --set layer_norm=true --datasets pointmaze-medium-stitch-singletask-task1 --seeds 1 2 --batch-seeds"
+  "$LONG --algos cql --datasets pointmaze-medium-stitch-singletask-task1 --seeds 0"
+  "$LONG --algos bcq --datasets pointmaze-medium-stitch-singletask-task1 --seeds 0"
+  "$LONG --algos cql bcq --datasets pointmaze-medium-stitch-singletask-task1 --seeds 1 2"
   "$SUITE --algos bc 10%bc iql --datasets hopper-full-replay --seeds 0 1 2 3 4"
   "$SUITE --algos cql bcq --datasets hopper-full-replay --seeds 0 1 2 3 4"
   "$MAZE --algos bcq --datasets $FIRST --seeds 0 1 2"

@@ -1,8 +1,11 @@
-"""The stitching chapter's maze figure: the data's trajectories, a task's start and goal, and one greedy rollout of each
+"""The stitching chapter's maze figures: the data's trajectories, a task's start and goal, and one greedy rollout of each
 method, from the committed `results/stitching-rollouts/<dataset>.json` (written by experiments/maze_rollouts.py from
-the stitching grid's trained agents). The gridworld figure of the same chapter is saved by notebook 04b."""
+the stitching grid's trained agents); and the success rate against gradient steps of the 300,000-step runs on stitch
+task 1 (`results/stitching-budget`, experiments/stitching.sh). The gridworld figure of the same chapter is saved by
+notebook 04b."""
 from __future__ import annotations
 
+import csv
 import json
 from pathlib import Path
 
@@ -11,11 +14,16 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.patches import Rectangle  # noqa: E402
+from matplotlib.ticker import FuncFormatter  # noqa: E402
 
 from minirl import plots  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 ROLLOUTS = ROOT / "results" / "stitching-rollouts"
+BUDGET = ROOT / "results" / "stitching-budget"
+BUDGET_TASK = "pointmaze-medium-stitch-singletask-task1"
+BUDGET_LABELS = {"iql-layer_norm=True": ("IQL with LayerNorm", "tab:green"), "bc": ("BC", "tab:blue"),
+                 "10%bc": ("10%BC", "tab:orange")}
 PANELS = (("pointmaze-medium-stitch-singletask-task1", "stitch task 1: short trajectories, none from start to goal"),
           ("pointmaze-medium-navigate-singletask-task1", "navigate task 1 (the control): long goal-reaching runs"))
 NAMES = {"bc": "BC", "10%bc": "10%BC", "iql": "IQL", "cql": "CQL", "bcq": "BCQ"}
@@ -51,6 +59,47 @@ def draw(ax, r: dict, title: str) -> None:
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.12), fontsize=8, ncol=2, frameon=False)
 
 
+def success_curves(label: str, dataset: str = BUDGET_TASK) -> list[dict]:
+    """Each seed's evaluations of ``results/stitching-budget/<label>/<dataset>``: steps, success in %, finished or not
+    (a run still training is drawn as far as it got, and said to be unfinished)."""
+    curves = []
+    for run in sorted((BUDGET / label / dataset).glob("s*/eval.csv")):
+        rows = list(csv.DictReader(run.open()))
+        if rows:
+            curves.append({"seed": int(run.parent.name[1:]), "finished": (run.parent / "result.json").is_file(),
+                           "step": [int(r["step"]) for r in rows],
+                           "success": [100 * float(r["success_rate"]) for r in rows]})
+    return curves
+
+
+def budget_figure(out_dir: Path) -> Path:
+    fig, ax = plt.subplots(figsize=(7.5, 5.2))
+    drawn = 0
+    for label, (name, color) in BUDGET_LABELS.items():
+        curves = success_curves(label)
+        for i, c in enumerate(curves):
+            note = "" if c["finished"] else f", unfinished: to {c['step'][-1]:,} steps"
+            ax.plot(c["step"], c["success"], "o-", color=color, lw=1.5, ms=3, alpha=0.85,
+                    label=f"{name}, seed {c['seed']}{note}")
+            drawn += 1
+    if not drawn:
+        raise FileNotFoundError(f"no runs under {BUDGET.relative_to(ROOT)}/*/{BUDGET_TASK}: run "
+                                f"bash experiments/stitching.sh 0 first")
+    ax.set_xlabel("gradient steps (the cosine schedule set for 300,000)")
+    ax.set_ylabel("success rate, % of 50 episodes")
+    ax.set_ylim(-4, 104)
+    ax.set_xlim(0, 305_000)
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: f"{x / 1000:.0f}k"))
+    ax.axvline(50_000, color="0.5", ls=":", lw=1)
+    ax.text(51_000, 60, "the grid's budget,\n50,000 steps", fontsize=8, color="0.4")
+    ax.set_title("pointmaze-medium-stitch, task 1: 300,000 steps", fontsize=10)
+    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2, frameon=False)
+    fig.tight_layout()
+    path = out_dir / "stitching_budget.png"
+    plots.save_figure(fig, path)
+    return path
+
+
 def main(out_dir: Path) -> list[Path]:
     panels = [(json.loads((ROLLOUTS / f"{name}.json").read_text()), title) for name, title in PANELS
               if (ROLLOUTS / f"{name}.json").is_file()]
@@ -66,4 +115,4 @@ def main(out_dir: Path) -> list[Path]:
         fig.tight_layout()
         path = out_dir / "stitching_rollouts.png"
         plots.save_figure(fig, path)
-    return [path]
+        return [path, budget_figure(out_dir)]
