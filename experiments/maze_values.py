@@ -2,6 +2,7 @@
 
     python experiments/maze_values.py run SETTING [--task 1] [--seed 0] [--steps 50000]   # train (resumable)
     python experiments/maze_values.py report                                               # values.json + figure
+    python experiments/maze_values.py report --with RUN_DIR ...    # also any finished run_suite run that kept agent.pt
 
 Issue 41 asks to settle the `cpu`-scale setting of IQL on the stitch mazes with evidence (values along the path, not a
 search for a lucky seed). Each SETTING trains IQL with `minirl.runs.run` (the code path of every run of the book) on
@@ -112,11 +113,21 @@ def analyse(path: Path) -> dict:
             "rollout_ends": ends, "success": success, "start": tuple(start), "goal": tuple(goal)}
 
 
-def report() -> None:
+def title(r: dict) -> str:
+    """A panel's title: the setting's name, or for a run_suite run (the maze settings) whether it has LayerNorm."""
+    if r["setting"] in TITLES:
+        return TITLES[r["setting"]]
+    return "maze settings + LayerNorm" if r["config"].get("layer_norm") else "the paper's maze settings"
+
+
+def report(extra: list[Path] = ()) -> None:
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    found = sorted(p.parent for p in ROOT.glob("*/*/s*/agent.pt"))
+    for d in extra:
+        if not (d / "agent.pt").is_file():
+            raise SystemExit(f"--with {d}: no agent.pt there (a finished run of run_suite.py keeps one)")
+    found = sorted(p.parent for p in ROOT.glob("*/*/s*/agent.pt")) + list(extra)
     if not found:
         raise SystemExit(f"no trained agent under {ROOT}: run `python experiments/maze_values.py run SETTING` first")
     results = [analyse(p) for p in found]
@@ -137,7 +148,7 @@ def report() -> None:
         for e in r["rollout_ends"]:
             ax.plot(e[1], e[0], "rx", ms=8, mew=2)
         last = max(r["success"])
-        ax.set_title(f"{TITLES[r['setting']]}, {r['steps']:,} steps\nrho {r['rho']:.2f}, success {r['success'][last]:.0%}",
+        ax.set_title(f"{title(r)}, {r['steps']:,} steps\nrho {r['rho']:.2f}, success {r['success'][last]:.0%}",
                      fontsize=8)
         ax.set_xticks([])
         ax.set_yticks([])
@@ -165,12 +176,14 @@ def main(argv=None) -> int:
     r.add_argument("--task", type=int, default=1, choices=range(1, 6))
     r.add_argument("--seed", type=int, default=0)
     r.add_argument("--steps", type=int, default=50_000)
-    sub.add_parser("report")
+    rep = sub.add_parser("report")
+    rep.add_argument("--with", dest="extra", nargs="+", type=Path, default=[], metavar="RUN_DIR",
+                     help="finished runs (with agent.pt) to analyse beside the settings' own")
     a = p.parse_args(argv)
     if a.cmd == "run":
         train(a.setting, a.task, a.seed, a.steps)
     else:
-        report()
+        report(a.extra)
     return 0
 
 
