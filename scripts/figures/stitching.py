@@ -79,7 +79,7 @@ def budget_figure(out_dir: Path) -> Path:
         curves = success_curves(label)
         for i, c in enumerate(curves):
             note = "" if c["finished"] else f", unfinished: to {c['step'][-1]:,} steps"
-            ax.plot(c["step"], c["success"], "o-", color=color, lw=1.5, ms=3, alpha=0.85,
+            ax.plot(c["step"], c["success"], marker="o", ls=("-", "--", ":")[i % 3], color=color, lw=1.5, ms=3, alpha=0.85,
                     label=f"{name}, seed {c['seed']}{note}")
             drawn += 1
     if not drawn:
