@@ -3,6 +3,8 @@ method's difference from BC and from 10%BC (book/stitching.md, book/lab/stitchin
 
     python experiments/stitching_table.py                     # print the table of results/stitching
     python experiments/stitching_table.py --write             # also write results/stitching/table.md
+    python experiments/stitching_table.py --root results/stitching-budget --evals pointmaze-medium-stitch-singletask-task1
+                                                              # one dataset's runs, every evaluation (success in %)
 
 For a maze the number is the success rate (in %, over the evaluation's 50 episodes) at the final evaluation; for
 Hopper the normalised score, at the final evaluation and averaged over each run's last five evaluations (single
@@ -56,6 +58,27 @@ def collect(root: Path) -> tuple[dict, int]:
     return table, running
 
 
+def evaluations(root: Path, dataset: str) -> str:
+    """Markdown: one row per run of ``dataset`` under ``root`` (finished or still training), its success in % (a maze)
+    or score (Hopper) at every evaluation."""
+    runs = []
+    for label in sorted(d.name for d in root.iterdir() if d.is_dir()):
+        for run in sorted((root / label / dataset).glob("s*")):
+            if (run / "eval.csv").is_file():
+                with open(run / "eval.csv", newline="") as f:
+                    rows = list(csv.DictReader(f))
+                key = "success_rate" if "success_rate" in rows[0] else "score_mean"
+                factor = 100.0 if key == "success_rate" else 1.0
+                runs.append((NAMES.get(label, label), run.name[1:] + ("" if (run / "result.json").exists() else " (training)"),
+                             {int(r["step"]): factor * float(r[key]) for r in rows}))
+    steps = sorted({step for _, _, values in runs for step in values})
+    lines = ["| method | seed | " + " | ".join(f"{s // 1000}k" if s % 1000 == 0 else f"{s:,}" for s in steps) + " |",
+             "| --- | ---: | " + " | ".join("---:" for _ in steps) + " |"]
+    for name, seed, values in runs:
+        lines.append(f"| {name} | {seed} | " + " | ".join(f"{values[s]:.0f}" if s in values else "" for s in steps) + " |")
+    return "\n".join(lines) + "\n"
+
+
 def verdict(lo: float, hi: float) -> str:
     return "above" if lo > 0 else "below" if hi < 0 else "overlap"
 
@@ -102,9 +125,15 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--root", type=Path, default=REPO / "results" / "stitching")
     ap.add_argument("--write", action="store_true", help="also write <root>/table.md")
+    ap.add_argument("--evals", metavar="DATASET", help="instead: every evaluation of each run of DATASET under --root")
     args = ap.parse_args(argv)
     if not args.root.is_dir():
         ap.error(f"--root {args.root}: no such folder")
+    if args.evals:
+        if not any(args.root.glob(f"*/{args.evals}/s*/eval.csv")):
+            ap.error(f"--evals {args.evals}: no run of that dataset under {args.root}")
+        print(evaluations(args.root, args.evals), end="")
+        return 0
     table, running = collect(args.root)
     if not table:
         print(f"no finished run under {args.root}", file=sys.stderr)

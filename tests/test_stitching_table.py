@@ -47,3 +47,16 @@ def test_one_seed_says_so_and_a_difference_needs_two(tmp_path):
     text = stitching_table.render(*stitching_table.collect(tmp_path))
     assert "80.0 (one seed)" in text and "fewer than 2 seeds" in text
     assert "| hopper-full-replay | iql-layer_norm=True | 1 | 90.0 (one seed) |" in text
+
+
+def test_evals_lists_every_evaluation_of_each_run_of_one_dataset_training_ones_marked(tmp_path):
+    maze = "pointmaze-medium-stitch-singletask-task1"
+    fake_run(tmp_path, "iql", maze, 0, [0.0, 0.2, 0.52], key="success_rate")
+    fake_run(tmp_path, "bc", maze, 0, [0.0], key="success_rate", finished=False)
+    fake_run(tmp_path, "bc", "hopper-full-replay", 0, [40.0])  # another dataset: not listed
+    lines = stitching_table.evaluations(tmp_path, maze).splitlines()
+    assert lines[0] == "| method | seed | 5k | 10k | 15k |"
+    assert lines[2:] == ["| BC | 0 (training) | 0 |  |  |", "| IQL | 0 | 0 | 20 | 52 |"]
+    assert stitching_table.main(["--root", str(tmp_path), "--evals", maze]) == 0
+    with pytest.raises(SystemExit):
+        stitching_table.main(["--root", str(tmp_path), "--evals", "pointmaze-medium-navigate-singletask-task1"])
