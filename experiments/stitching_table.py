@@ -4,7 +4,8 @@ method's difference from BC and from 10%BC (book/stitching.md, book/lab/stitchin
     python experiments/stitching_table.py                     # print the table of results/stitching
     python experiments/stitching_table.py --write             # also write results/stitching/table.md
     python experiments/stitching_table.py --root results/stitching-budget --evals pointmaze-medium-stitch-singletask-task1
-                                                              # one dataset's runs, every evaluation (success in %)
+                                                              # one dataset's runs, every evaluation (success in %):
+                                                              # a row per step, a column per method, its seeds in a cell
 
 For a maze the number is the success rate (in %, over the evaluation's 50 episodes) at the final evaluation; for
 Hopper the normalised score, at the final evaluation and averaged over each run's last five evaluations (single
@@ -58,24 +59,40 @@ def collect(root: Path) -> tuple[dict, int]:
     return table, running
 
 
+def label_name(label: str) -> str:
+    """A run folder's label as the book writes it: ``iql-expectile=0.5-layer_norm=True`` -> ``IQL (τ 0.5, LayerNorm)``."""
+    if label in NAMES:
+        return NAMES[label]
+    base, *options = label.split("-")
+    words = {"layer_norm=True": "LayerNorm"}
+    shown = [words.get(o, "τ " + o.split("=")[1] if o.startswith("expectile=") else o) for o in options]
+    return f"{NAMES.get(base, base)} ({', '.join(shown)})"
+
+
 def evaluations(root: Path, dataset: str) -> str:
-    """Markdown: one row per run of ``dataset`` under ``root`` (finished or still training), its success in % (a maze)
-    or score (Hopper) at every evaluation."""
-    runs = []
-    for label in sorted(d.name for d in root.iterdir() if d.is_dir()):
-        for run in sorted((root / label / dataset).glob("s*")):
+    """Markdown: one row per evaluation step, one column per method of ``dataset`` under ``root``; a cell holds the
+    method's seeds' success in % (a maze) or score (Hopper) at that step, in the order of the column's seeds. A run
+    still training is marked with * and has blanks ("-") where it has not been evaluated yet."""
+    columns = []
+    for label in [*METHODS, *sorted(d.name for d in root.iterdir() if d.is_dir() and d.name not in METHODS)]:
+        runs = []
+        for run in sorted((root / label / dataset).glob("s*"), key=lambda r: int(r.name[1:])):
             if (run / "eval.csv").is_file():
                 with open(run / "eval.csv", newline="") as f:
                     rows = list(csv.DictReader(f))
                 key = "success_rate" if "success_rate" in rows[0] else "score_mean"
                 factor = 100.0 if key == "success_rate" else 1.0
-                runs.append((NAMES.get(label, label), run.name[1:] + ("" if (run / "result.json").exists() else " (training)"),
-                             {int(r["step"]): factor * float(r[key]) for r in rows}))
-    steps = sorted({step for _, _, values in runs for step in values})
-    lines = ["| method | seed | " + " | ".join(f"{s // 1000}k" if s % 1000 == 0 else f"{s:,}" for s in steps) + " |",
-             "| --- | ---: | " + " | ".join("---:" for _ in steps) + " |"]
-    for name, seed, values in runs:
-        lines.append(f"| {name} | {seed} | " + " | ".join(f"{values[s]:.0f}" if s in values else "" for s in steps) + " |")
+                mark = "" if (run / "result.json").exists() else "*"
+                runs.append((run.name[1:] + mark, {int(r["step"]): factor * float(r[key]) for r in rows}))
+        if runs:
+            columns.append((label_name(label), runs))
+    steps = sorted({step for _, runs in columns for _, values in runs for step in values})
+    lines = ["| step | " + " | ".join(f"{name}, seeds {' / '.join(seed for seed, _ in runs)}" for name, runs in columns)
+             + " |", "| ---: | " + " | ".join("---:" for _ in columns) + " |"]
+    for s in steps:
+        cells = [" / ".join(f"{values[s]:.0f}" if s in values else "-" for _, values in runs) for _, runs in columns]
+        lines.append(f"| {s // 1000}k | " if s % 1000 == 0 else f"| {s:,} | ")
+        lines[-1] += " | ".join(cells) + " |"
     return "\n".join(lines) + "\n"
 
 

@@ -52,11 +52,13 @@ def test_one_seed_says_so_and_a_difference_needs_two(tmp_path):
 def test_evals_lists_every_evaluation_of_each_run_of_one_dataset_training_ones_marked(tmp_path):
     maze = "pointmaze-medium-stitch-singletask-task1"
     fake_run(tmp_path, "iql", maze, 0, [0.0, 0.2, 0.52], key="success_rate")
+    fake_run(tmp_path, "iql", maze, 10, [0.0, 0.04, 0.5], key="success_rate")  # seed 10 after seed 0, not before
     fake_run(tmp_path, "bc", maze, 0, [0.0], key="success_rate", finished=False)
+    fake_run(tmp_path, "iql-expectile=0.5-layer_norm=True", maze, 1, [0.1, 0.3, 0.0], key="success_rate")
     fake_run(tmp_path, "bc", "hopper-full-replay", 0, [40.0])  # another dataset: not listed
     lines = stitching_table.evaluations(tmp_path, maze).splitlines()
-    assert lines[0] == "| method | seed | 5k | 10k | 15k |"
-    assert lines[2:] == ["| BC | 0 (training) | 0 |  |  |", "| IQL | 0 | 0 | 20 | 52 |"]
+    assert lines[0] == "| step | BC, seeds 0* | IQL, seeds 0 / 10 | IQL (τ 0.5, LayerNorm), seeds 1 |"
+    assert lines[2:] == ["| 5k | 0 | 0 / 0 | 10 |", "| 10k | - | 20 / 4 | 30 |", "| 15k | - | 52 / 50 | 0 |"]
     assert stitching_table.main(["--root", str(tmp_path), "--evals", maze]) == 0
     with pytest.raises(SystemExit):
         stitching_table.main(["--root", str(tmp_path), "--evals", "pointmaze-medium-navigate-singletask-task1"])
