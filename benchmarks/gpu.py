@@ -24,9 +24,13 @@ What it does, in order, each step skipped with a line saying so when the budget 
    written to ``DIR/curve_s<seed>.pt`` and scored later on a machine with MuJoCo (``--evaluate DIR``), since the GPU
    machine lacks it. No evaluation runs on the GPU, so the run's rate is the update rate.
 
-Options for a later session: ``--run maze`` makes the real run IQL at OGBench's maze settings on
-``--maze-dataset`` (made on the GPU machine, which then needs MuJoCo and ogbench carried as wheels: see
-benchmarks/README.md); ``--skip-table`` goes straight to the run; ``--compiled`` adds, after the run, BC and IQL with
+Options for a later session: ``--run maze`` makes the real run IQL on ``--maze-dataset`` at OGBench's maze settings
+(``--maze-settings ogbench``: 3 x 512 LayerNorm, batch 1024) or at those of the `cpu` scale's maze runs
+(``--maze-settings cpu``: 2 x 256 LayerNorm, batch 256, the schedule over ``--max-train-steps``), with ``--set`` for
+IQL's fields (``expectile=0.5``). The maze comes from ``$MINIRL_DATA`` when carried there, or is made on the GPU
+machine (which then needs MuJoCo and ogbench carried as wheels: see benchmarks/README.md); ``--evaluate DIR
+--results-root ROOT`` then writes each seed as a run under ROOT for ``experiments/stitching_table.py``.
+``--skip-table`` goes straight to the run; ``--compiled`` adds, after the run, BC and IQL with
 their networks compiled (``torch.compile``) inside the captured step, to see whether fewer, fused kernels shorten it.
 
 Everything printed and written names the GPU, torch's version and the precision.
@@ -257,28 +261,42 @@ def shipped_replay(name: str):
 # LayerNorm, batches of 1,024; with minirl's maze settings (runs.DOMAIN_CONFIG: expectile 0.9, beta 10, raw rewards)
 MAZE_SETTINGS = {"hidden": (512, 512, 512), "layer_norm": True}
 MAZE_BATCH = 1024
+# The `cpu` scale's maze runs (experiments/stitching.sh, results/stitching-budget): IQL's 2 x 256 networks with
+# LayerNorm in V and the critics (--set layer_norm=true), batches of 256: the same settings on the GPU, so that its
+# seeds are those runs' seeds at float32 instead of bfloat16
+CPU_MAZE_SETTINGS = {"layer_norm": True}
+CPU_MAZE_BATCH = 256
 
 
-def run_data(run: str, maze_dataset: str, maze_transitions: int | None):
-    """The real run's dataset, its IQL settings and batch size: the shipped hopper-medium-replay with the paper's
-    MuJoCo settings, or a maze (made here: OGBench's environments need MuJoCo) with OGBench's."""
+def run_data(run: str, maze_dataset: str, maze_transitions: int | None, maze_settings: str = "ogbench",
+             max_steps: int = 1_000_000, overrides: dict | None = None):
+    """The real run's dataset, its IQL settings, batch size and label settings (the fields set on top of the
+    algorithm's and the domain's, as ``experiments/run_suite.py`` names a run's folder): the shipped
+    hopper-medium-replay with the paper's MuJoCo settings, or a maze with OGBench's settings (``maze_settings``
+    "ogbench") or the `cpu` scale's ("cpu"). The cosine schedule spans ``max_steps``; ``overrides`` (``--set``) go
+    last. A maze is made here unless ``$MINIRL_DATA`` holds it (making it needs MuJoCo and ogbench)."""
+    overrides = dict(overrides or {})
     if run == "hopper":
-        return TRAIN_DATASET, shipped_replay(TRAIN_DATASET), {"max_steps": 1_000_000}, 256
+        return TRAIN_DATASET, shipped_replay(TRAIN_DATASET), {"max_steps": max_steps, **overrides}, 256, overrides
     from minirl import datasets, maze
     if not maze.is_maze_name(maze_dataset):
         raise ValueError(f"--maze-dataset {maze_dataset!r} is not a maze dataset (e.g. "
                          "pointmaze-medium-stitch-singletask-task1)")
     raw = datasets.load_dataset(maze_dataset, maze_transitions, progress=False)
-    return (maze_dataset, raw, {**runs.domain_config("iql", maze_dataset), **MAZE_SETTINGS, "max_steps": 1_000_000},
-            MAZE_BATCH)
+    chosen, batch = (MAZE_SETTINGS, MAZE_BATCH) if maze_settings == "ogbench" else (CPU_MAZE_SETTINGS, CPU_MAZE_BATCH)
+    label = {**chosen, **overrides}
+    return (maze_dataset, raw, {**runs.domain_config("iql", maze_dataset), **label, "max_steps": max_steps},
+            batch, label)
 
 
 def train_run(device: str, k: int, budget: Budget, snapshot_every: int, max_steps: int, capture: bool,
               out: Path | None, meta: dict, run: str = "hopper", maze_dataset: str = "",
-              maze_transitions: int | None = None) -> dict:
+              maze_transitions: int | None = None, maze_settings: str = "ogbench",
+              overrides: dict | None = None) -> dict:
     from minirl.train import prepare_dataset
     t0 = time.perf_counter()
-    name, raw, settings, batch_size = run_data(run, maze_dataset, maze_transitions)
+    name, raw, settings, batch_size, label = run_data(run, maze_dataset, maze_transitions, maze_settings, max_steps,
+                                                      overrides)
     print(f"  {name}: {len(raw):,} transitions, ready in {time.perf_counter() - t0:.0f} s", flush=True)
     cfg = runs.make_config("iql", settings)
     data, state_normalizer, _ = prepare_dataset(raw, cfg.normalize_states, cfg.reward_scale)
@@ -315,10 +333,12 @@ def train_run(device: str, k: int, budget: Budget, snapshot_every: int, max_step
     snapshots[t] = actor_states(batched)
     result = {"dataset": name, "seeds": k, "steps": t, "seconds": seconds, "updates_per_s": t / seconds,
               "batch_size": batch_size, "mode": mode, "precision": "float32", "log": log,
-              "snapshot_steps": sorted(snapshots)}
+              "snapshot_steps": sorted(snapshots), "settings": label}
     if out is not None:
         for i in range(k):
             torch.save({"seed": i, "algo": "iql", "dataset": name, "config": asdict(cfg), "batch_size": batch_size,
+                        "label": label, "seconds": seconds, "updates_per_s": t / seconds, "seeds_in_one_update": k,
+                        "transitions": maze_transitions if run == "maze" else None,
                         "state_normalizer": None if state_normalizer is None else state_normalizer.state_dict(),
                         "meta": meta,
                         "steps_done": t, "mode": mode, "precision": "float32",
@@ -422,13 +442,14 @@ def run_all(args) -> int:
         save()
         print_table(results["rows"], meta)
     # 3. the real run
-    print(f"\n3. a full-scale IQL run, {budget.left():.0f} s left", flush=True)
+    print(f"\n3. an IQL run ({args.run}" + (f", {args.maze_settings} settings" if args.run == "maze" else "")
+          + f"), {budget.left():.0f} s left", flush=True)
     if budget.left() > 60:
         try:
             capture = capture_ok.get("iql batched", False)
             results["train"] = train_run(device, args.train_seeds, budget, args.snapshot_every,
                                          args.max_train_steps, capture, out, meta, args.run, args.maze_dataset,
-                                         args.maze_transitions)
+                                         args.maze_transitions, args.maze_settings, args.set)
             tr = results["train"]
             print(f"  {tr['steps']:,} steps x {tr['seeds']} seeds in {tr['seconds']:.0f} s "
                   f"({tr['updates_per_s']:,.0f} updates/s, {tr['mode']}); actors kept at {tr['snapshot_steps']}")
@@ -447,8 +468,11 @@ def run_all(args) -> int:
     return 0
 
 
-def evaluate(run_dir: Path, episodes: int | None, out_csv: Path | None) -> int:
-    """Score every kept actor of ``run_dir/curve_s*.pt`` on the dataset's environment (MuJoCo, on the CPU)."""
+def evaluate(run_dir: Path, episodes: int | None, out_csv: Path | None, results_root: Path | None = None) -> int:
+    """Score every kept actor of ``run_dir/curve_s*.pt`` on the dataset's environment (MuJoCo, on the CPU). With
+    ``results_root``, also write each seed as a run of ``experiments/run_suite.py`` would lie there
+    (``ROOT/<label>/<dataset>/s<seed>/eval.csv`` and ``result.json``, the label from the run's settings), so that
+    ``experiments/stitching_table.py --root ROOT`` reads it; the untrained actor (step 0) is then not evaluated."""
     from minirl import datasets, maze, plots
     from minirl.data import StateNormalizer
     from minirl.evaluation import run_episodes
@@ -462,7 +486,7 @@ def evaluate(run_dir: Path, episodes: int | None, out_csv: Path | None) -> int:
         ck = torch.load(path, map_location="cpu", weights_only=False)
         task = datasets.parse_name(ck["dataset"])[0]
         is_maze = maze.is_maze_name(ck["dataset"])
-        raw = datasets.load_dataset(ck["dataset"], progress=False)
+        raw = datasets.load_dataset(ck["dataset"], ck.get("transitions"), progress=False)
         if not is_maze and not (np.all(raw.action_low == HOPPER_ACTION_BOX[0])
                                 and np.all(raw.action_high == HOPPER_ACTION_BOX[1])):
             raise ValueError(f"{ck['dataset']}'s action box is not HOPPER_ACTION_BOX, which the GPU run assumed")
@@ -471,7 +495,10 @@ def evaluate(run_dir: Path, episodes: int | None, out_csv: Path | None) -> int:
         normalizer = (None if ck["state_normalizer"] is None
                       else StateNormalizer.from_state_dict(ck["state_normalizer"]))
         n_episodes = episodes if episodes is not None else (50 if is_maze else 10)  # OGBench: 50 per task
+        seed_rows = []
         for step, state in sorted(ck["snapshots"].items()):
+            if results_root is not None and step == 0:
+                continue
             agent.actor.load_state_dict(state)
             played = run_episodes(agent, task.env_id, n_episodes, seed=10_000 * (ck["seed"] + 1),
                                   state_normalizer=normalizer)
@@ -480,8 +507,13 @@ def evaluate(run_dir: Path, episodes: int | None, out_csv: Path | None) -> int:
             score = 100.0 * played["successes"].astype(float) if is_maze else datasets.normalized_score(task, returns)
             rows.append({"seed": ck["seed"], "step": step, "return_mean": float(returns.mean()),
                          "score_mean": float(np.mean(score))})
+            seed_rows.append({"step": step, "return_mean": float(returns.mean()), "return_std": float(returns.std()),
+                              **({"success_rate": float(played["successes"].mean())} if is_maze else {}),
+                              "score_mean": float(np.mean(score)), "score_std": float(np.std(score))})
             print(f"  seed {ck['seed']} step {step:>8,}: return {returns.mean():8.1f}, "
                   f"{'success %' if is_maze else 'score'} {np.mean(score):6.1f}", flush=True)
+        if results_root is not None:
+            write_run(results_root, ck, seed_rows, n_episodes)
     if out_csv is not None:
         import csv
         out_csv.parent.mkdir(parents=True, exist_ok=True)
@@ -496,6 +528,31 @@ def evaluate(run_dir: Path, episodes: int | None, out_csv: Path | None) -> int:
         lo, hi = plots.bootstrap_ci(scores) if len(scores) > 1 else (scores[0], scores[0])
         print(f"| {step:,} | {len(scores)} | {scores.mean():.1f} [{lo:.1f}, {hi:.1f}] |")
     return 0
+
+
+def write_run(root: Path, ck: dict, seed_rows: list[dict], episodes: int) -> Path:
+    """One seed of a GPU run as ``run_suite`` lays a run out: ``eval.csv`` (a row per kept actor) and ``result.json``
+    (what made it: the GPU, the steps, the rate, the precision; and where it was scored)."""
+    import csv
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "experiments"))
+    from run_suite import run_label
+    run = root / run_label(ck["algo"], ck.get("label", {})) / ck["dataset"] / f"s{ck['seed']}"
+    run.mkdir(parents=True, exist_ok=True)
+    with open(run / "eval.csv", "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(seed_rows[0]))
+        w.writeheader()
+        w.writerows(seed_rows)
+    last = seed_rows[-1]
+    (run / "result.json").write_text(json.dumps({
+        "algo": ck["algo"], "label": ck.get("label", {}), "dataset": ck["dataset"], "seed": ck["seed"],
+        "steps": ck["steps_done"], "batch_size": ck["batch_size"], "config": ck["config"],
+        "trained_on": ck["meta"], "mode": ck["mode"], "precision": ck["precision"],
+        "train_seconds": ck.get("seconds"), "updates_per_s": ck.get("updates_per_s"),
+        "seeds_in_one_update": ck.get("seeds_in_one_update"), "eval_episodes": episodes,
+        "evaluated_on": {"cpu": platform.processor() or platform.machine(), "torch": torch.__version__},
+        "success_rate": last.get("success_rate"), "score": last["score_mean"], "return": last["return_mean"]},
+        indent=1))
+    return run
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -515,6 +572,11 @@ def main(argv: list[str] | None = None) -> int:
                     "to make the maze)")
     ap.add_argument("--maze-dataset", default="pointmaze-medium-stitch-singletask-task1")
     ap.add_argument("--maze-transitions", type=int, default=None, help="a smaller maze dataset (default: 1M)")
+    ap.add_argument("--maze-settings", choices=("ogbench", "cpu"), default="ogbench",
+                    help="the maze run's IQL: OGBench's (3 x 512 LayerNorm, batch 1024) or the `cpu` scale's runs' "
+                    "(2 x 256 LayerNorm, batch 256; results/stitching-budget)")
+    ap.add_argument("--set", nargs="+", default=[], metavar="KEY=VALUE",
+                    help="IQL config fields of the run, after the settings (e.g. expectile=0.5)")
     ap.add_argument("--skip-table", action="store_true", help="skip the checks and the table: straight to the run")
     ap.add_argument("--compiled", action="store_true",
                     help="also time BC and IQL with their networks compiled (torch.compile) inside the captured step")
@@ -524,6 +586,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--episodes", type=int, default=None,
                     help="evaluation episodes per kept actor (--evaluate; default 10, 50 on a maze as OGBench)")
     ap.add_argument("--csv", type=Path, default=None, help="write --evaluate's scores to this CSV")
+    ap.add_argument("--results-root", type=Path, default=None, metavar="ROOT",
+                    help="--evaluate also writes each seed as a run under ROOT (stitching_table.py --root ROOT)")
     args = ap.parse_args(argv)
     for name in ("budget", "seconds"):
         if getattr(args, name) <= 0:
@@ -533,9 +597,15 @@ def main(argv: list[str] | None = None) -> int:
             ap.error(f"--{name.replace('_', '-')} must be at least 1, got {getattr(args, name)}")
     if any(k < 1 for k in args.seeds):
         ap.error(f"--seeds: every K must be at least 1, got {args.seeds}")
+    try:
+        args.set = runs.parse_overrides("iql", args.set)
+    except Exception as e:  # UserError: the field and what was expected
+        ap.error(f"--set: {e}")
+    if args.results_root is not None and args.evaluate is None:
+        ap.error("--results-root goes with --evaluate DIR")
     if args.evaluate is not None:
         torch.set_num_threads(1)
-        return evaluate(args.evaluate, args.episodes, args.csv)
+        return evaluate(args.evaluate, args.episodes, args.csv, args.results_root)
     return run_all(args)
 
 

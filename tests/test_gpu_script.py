@@ -44,3 +44,42 @@ def test_the_dry_run_checks_times_trains_and_saves_the_actors_which_evaluate_sco
 def test_evaluate_says_when_a_folder_holds_no_run(tmp_path, capsys):
     assert gpu.main(["--evaluate", str(tmp_path)]) == 2
     assert "no curve_s*.pt" in capsys.readouterr().err
+
+
+def test_a_maze_run_at_the_cpu_scales_settings_lands_as_runs_the_stitching_table_reads(tmp_path):
+    """--run maze --maze-settings cpu: the `cpu` scale's maze IQL (2 x 256, LayerNorm, batch 256, the cosine over the
+    run's steps, --set on top); --evaluate --results-root writes each seed where run_suite would put it."""
+    out, root = tmp_path / "gpu", tmp_path / "results"
+    maze = "pointmaze-medium-stitch-singletask-task1"
+    assert gpu.main(["--dry-run", "--skip-table", "--run", "maze", "--maze-settings", "cpu", "--maze-transitions",
+                     "5000", "--set", "expectile=0.7", "--train-seeds", "2", "--snapshot-every", "5",
+                     "--max-train-steps", "10", "--budget", "600", "--out", str(out)]) == 0
+    train = json.loads((out / "gpu_results.json").read_text())["train"]
+    assert train["steps"] == 10 and train["batch_size"] == 256
+    assert train["settings"] == {"layer_norm": True, "expectile": 0.7}
+    saved = torch.load(out / "curve_s0.pt", weights_only=False)
+    config = saved["config"]
+    assert (tuple(config["hidden"]), config["layer_norm"], config["max_steps"]) == ((256, 256), True, 10)
+    assert (config["expectile"], config["beta"], config["reward_scale"]) == (0.7, 10.0, None)  # --set, the maze's
+    assert saved["transitions"] == 5000 and saved["seeds_in_one_update"] == 2
+
+    assert gpu.main(["--evaluate", str(out), "--episodes", "2", "--results-root", str(root)]) == 0
+    run = root / "iql-expectile=0.7-layer_norm=True" / maze / "s1"
+    rows = list(csv.DictReader((run / "eval.csv").open()))
+    assert [int(r["step"]) for r in rows] == [5, 10]  # the untrained actor is not a run's evaluation
+    assert all(0.0 <= float(r["success_rate"]) <= 1.0 for r in rows)
+    result = json.loads((run / "result.json").read_text())
+    assert result["precision"] == "float32" and result["eval_episodes"] == 2 and result["steps"] == 10
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "experiments"))
+    import stitching_table
+    table, running = stitching_table.collect(root)
+    assert running == 0 and len(table[maze]["iql-expectile=0.7-layer_norm=True"]) == 2
+
+
+def test_wrong_settings_are_named(capsys):
+    with pytest.raises(SystemExit):
+        gpu.main(["--set", "expectle=0.5"])
+    assert "expectle" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        gpu.main(["--results-root", "somewhere"])
+    assert "--results-root goes with --evaluate" in capsys.readouterr().err
