@@ -1,7 +1,8 @@
 """The stitching chapter's maze figures: the data's trajectories, a task's start and goal, and one greedy rollout of each
 method, from the committed `results/stitching-rollouts/<dataset>.json` (written by experiments/maze_rollouts.py from
 the stitching grid's trained agents); and the success rate against gradient steps of the 300,000-step runs on stitch
-task 1 (`results/stitching-budget`, experiments/stitching.sh). The gridworld figure of the same chapter is saved by
+task 1 (`results/stitching-budget`, experiments/stitching.sh); and IQL's advantages along the path with its policy in
+the start cell (`results/stitching-diagnostics/advantages.json`, experiments/maze_advantages.py). The gridworld figure of the same chapter is saved by
 notebook 04b."""
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import json
 from pathlib import Path
 
 import matplotlib
+import numpy as np
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
@@ -21,6 +23,7 @@ from minirl import plots  # noqa: E402
 ROOT = Path(__file__).resolve().parents[2]
 ROLLOUTS = ROOT / "results" / "stitching-rollouts"
 BUDGET = ROOT / "results" / "stitching-budget"
+ADVANTAGES = ROOT / "results" / "stitching-diagnostics" / "advantages.json"
 BUDGET_TASK = "pointmaze-medium-stitch-singletask-task1"
 BUDGET_LABELS = {"iql-layer_norm=True": ("IQL with LayerNorm", "tab:green"), "bc": ("BC", "tab:blue"),
                  "10%bc": ("10%BC", "tab:orange")}
@@ -100,6 +103,52 @@ def budget_figure(out_dir: Path) -> Path:
     return path
 
 
+def advantages_figure(out_dir: Path) -> Path:
+    """Left: beta times the spread of IQL's advantages on the data, cell by cell along the path, each seed; right: one
+    seed's start cell, its policy's actions, where its 50 evaluation episodes start and where the failures end."""
+    if not ADVANTAGES.is_file():
+        raise FileNotFoundError(f"no {ADVANTAGES.relative_to(ROOT)}: run python experiments/maze_advantages.py "
+                                "--default first")
+    runs = json.loads(ADVANTAGES.read_text())
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10.5, 4.6), gridspec_kw={"width_ratios": [1.15, 1]})
+    for i, r in enumerate(runs):
+        cells = r["cells"]
+        left.plot([c["cells_to_goal"] for c in cells], [c["beta_spread"] for c in cells], marker="o",
+                  ls=("-", "--", ":")[i % 3], color="tab:green", label=f"seed {r['seed']}")
+    left.set_yscale("log")
+    left.set_yticks([2, 5, 10, 20, 50])
+    left.yaxis.set_major_formatter(FuncFormatter(lambda y, _: f"{y:g}"))
+    left.yaxis.set_minor_formatter(FuncFormatter(lambda y, _: ""))
+    left.invert_xaxis()
+    left.set_xlabel("cells from the goal along the shortest path (start: 10)")
+    left.set_ylabel(r"$\beta \times$ spread of $A(s, a)$ on the data (5th-95th pct)")
+    left.set_title("advantages shrink with the distance to the goal", fontsize=10)
+    left.legend(fontsize=8)
+    r = runs[0]
+    xy, act = np.array(r["field_xy"]), np.array(r["field_actions"])
+    right.quiver(xy[:, 0], xy[:, 1], act[:, 0], act[:, 1], color="0.45", angles="xy", scale_units="xy",
+                 scale=1 / (0.09 * r["cell_size"]), width=0.004)
+    starts, ok = np.array(r["starts"]), np.array(r["successes"])
+    right.plot(*starts[ok].T, "o", color="tab:green", ms=5, label="start of an episode that reaches the goal")
+    right.plot(*starts[~ok].T, "x", color="tab:red", ms=6, mew=1.5, label="start of an episode that fails")
+    if len(r["failure_ends"]):
+        right.plot(*np.array(r["failure_ends"]).T, "*", color="black", ms=13, label="where the failures end")
+    cx, cy = r["start_centre"]
+    half = r["cell_size"] / 2
+    right.set_xlim(cx - half, cx + half)
+    right.set_ylim(cy - half, cy + half)
+    right.set_aspect("equal")
+    right.set_xlabel("x")
+    right.set_ylabel("y")
+    right.set_title(f"the start cell: the policy's actions (seed {r['seed']}), {r['success_rate']:.0%} success",
+                    fontsize=10)
+    right.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.14), frameon=False)
+    fig.tight_layout()
+    path = out_dir / "stitching_advantages.png"
+    plots.save_figure(fig, path)
+    return path
+
+
 def main(out_dir: Path) -> list[Path]:
     panels = [(json.loads((ROLLOUTS / f"{name}.json").read_text()), title) for name, title in PANELS
               if (ROLLOUTS / f"{name}.json").is_file()]
@@ -115,4 +164,4 @@ def main(out_dir: Path) -> list[Path]:
         fig.tight_layout()
         path = out_dir / "stitching_rollouts.png"
         plots.save_figure(fig, path)
-        return [path, budget_figure(out_dir)]
+        return [path, budget_figure(out_dir), advantages_figure(out_dir)]

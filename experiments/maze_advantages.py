@@ -1,0 +1,154 @@
+"""Why IQL's stitching on pointmaze-medium-stitch fails at the start when it fails: its advantages along the path.
+
+    python experiments/maze_advantages.py RUN_DIR [RUN_DIR ...]    # finished runs that kept agent.pt
+    python experiments/maze_advantages.py --default                # the 300,000-step IQL (LayerNorm) seeds of task 1
+
+At 300,000 steps IQL with LayerNorm reaches the goal of stitch task 1 in about a third of the episodes; the rest
+never leave the start cell (experiments/maze_values.py). IQL's policy is advantage-weighted regression: at a state it
+fits the data's actions weighted by exp(beta A(s, a)), A = Q - V (clipped at 100). Where the advantages of the data's
+actions differ by little, the weights are nearly equal and the policy is the plain mean of the data's actions there;
+in a stitch maze the data crosses every cell in every direction, so that mean is near zero. With the reward -1 per
+step and discount gamma, V(s) = -(1 - gamma^T) / (1 - gamma) for T steps to the goal, so a step's difference in T
+changes V by about gamma^T ln(1/gamma) / (1 - gamma): the advantages shrink geometrically with the distance to the
+goal.
+
+For each run this measures, on the data's transitions in each cell of the shortest path from the task's start to its
+goal: the spread of A (the 5th to 95th percentile of min_i Qtarget_i(s, a) - V(s), the critics IQL's actor loss
+uses), beta times it, the length of the advantage-weighted mean action (what the actor's loss pulls the mean
+towards; the data's actions have length about 1) and its cosine with the direction to the next cell of the path;
+the policy's mean action in that cell, its length and cosine. It also keeps the policy's actions on a 9 x 9 grid
+over the start cell. Then it plays the run's own 50 evaluation episodes (the seeds training used) and records where
+each one starts and ends: the failures' end points. Writes
+results/stitching-diagnostics/advantages.json (read by scripts/figures/stitching.py); serves book/stitching.md.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from minirl import maze  # noqa: E402
+
+OUT = REPO / "results" / "stitching-diagnostics" / "advantages.json"
+DEFAULT = [REPO / "results" / "stitching-budget" / "iql-layer_norm=True" / "pointmaze-medium-stitch-singletask-task1"
+           / f"s{s}" for s in range(3)]
+EPISODES = 50
+
+
+def route(lay: maze.Layout, start, goal) -> list[tuple[int, int]]:
+    """The cells of the shortest path from ``start`` to ``goal`` (the layout's next-cell table)."""
+    out, c = [tuple(start)], tuple(start)
+    while c != tuple(goal):
+        c = tuple(int(x) for x in lay.next_cell[goal[0], goal[1], c[0], c[1]])
+        out.append(c)
+    return out
+
+
+def weighted_mean(actions: np.ndarray, adv: np.ndarray, beta: float, max_weight: float) -> np.ndarray:
+    """The advantage-weighted mean action: what AWR's maximum-likelihood fit pulls a Gaussian policy's mean towards."""
+    w = np.minimum(np.exp(beta * adv), max_weight)
+    return (w[:, None] * actions).sum(0) / w.sum()
+
+
+def cosine(a: np.ndarray, b: np.ndarray) -> float:
+    return float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b) + 1e-12))
+
+
+def analyse(run_dir: Path, data_cache: dict) -> dict:
+    import torch
+
+    from minirl import datasets, runs
+    from minirl.evaluation import run_episodes
+    loaded = runs.load_agent(run_dir)
+    agent, norm, cfg = loaded.agent, loaded.state_normalizer, loaded.settings["config"]
+    if loaded.settings["algo"] != "iql" or cfg.get("reward_scale") is not None:
+        raise SystemExit(f"{run_dir}: an IQL run on the maze's own rewards (reward_scale None) is needed")
+    name = loaded.settings["dataset"]
+    if name not in data_cache:
+        data_cache[name] = datasets.load_dataset(name, progress=False)
+    data = data_cache[name]
+    m = maze.parse(name, kind_required=False)
+    lay = maze.layout(m.maze)
+    start, goal = lay.tasks[m.task - 1]
+    path = route(lay, start, goal)
+    cells = lay.cell(data.observations[:, :2])
+    rows = []
+    for k, c in enumerate(path[:-1]):
+        inside = (cells[:, 0] == c[0]) & (cells[:, 1] == c[1])
+        obs, act = data.observations[inside], data.actions[inside]
+        o = torch.as_tensor(obs if norm is None else norm.transform(obs), dtype=torch.float32)
+        with torch.no_grad():
+            adv = (agent.critic_target(o, torch.as_tensor(act)).min(0).values - agent.value(o).squeeze(-1)).numpy()
+            pi = agent.actor(o, True).numpy()
+        direction = lay.center(path[k + 1]) - lay.center(c)
+        awr = weighted_mean(act, adv.astype(np.float64), cfg["beta"], cfg["max_exp_adv"])
+        pi_mean = pi.mean(0)
+        lo, hi = np.percentile(adv, [5, 95])
+        rows.append({"cell": c, "cells_to_goal": int(lay.distance[goal[0], goal[1], c[0], c[1]]),
+                     "transitions": int(inside.sum()), "adv_p5": float(lo), "adv_p95": float(hi),
+                     "beta_spread": float(cfg["beta"] * (hi - lo)),
+                     "data_action_length": float(np.linalg.norm(act, axis=1).mean()),
+                     "awr_length": float(np.linalg.norm(awr)), "awr_cos": cosine(awr, direction),
+                     "policy_length": float(np.linalg.norm(pi, axis=1).mean()),
+                     "policy_mean_length": float(np.linalg.norm(pi_mean)), "policy_cos": cosine(pi_mean, direction)})
+    # the policy's action field over the start cell (a 9 x 9 grid), for the figure
+    centre = lay.center(tuple(start))
+    ticks = np.linspace(-0.45, 0.45, 9) * lay.unit
+    grid = np.array([[centre[0] + x, centre[1] + y] for y in ticks for x in ticks], np.float32)
+    with torch.no_grad():
+        g = torch.as_tensor(grid if norm is None else norm.transform(grid), dtype=torch.float32)
+        field = agent.actor(g, True).numpy()
+    seed = loaded.settings["seed"]
+    ep = run_episodes(agent, loaded.env_id, EPISODES, seed=10_000 * (seed + 1), state_normalizer=norm,
+                      keep_states=True)
+    ends = np.stack([s[-1, :2] for s in ep["states"]])
+    fail = ~ep["successes"]
+    return {"run": str(run_dir.relative_to(REPO)), "dataset": name, "seed": seed, "steps": loaded.step,
+            "gamma": cfg["gamma"], "beta": cfg["beta"], "path": path, "cells": rows, "start_cell": tuple(start),
+            "start_centre": centre.tolist(), "cell_size": lay.unit,
+            "field_xy": grid.round(3).tolist(), "field_actions": field.round(4).tolist(),
+            "episodes": EPISODES, "success_rate": float(ep["successes"].mean()),
+            "starts": [s[0, :2].round(3).tolist() for s in ep["states"]], "successes": ep["successes"].tolist(),
+            "failure_end_cells": sorted({tuple(int(x) for x in lay.cell(e)) for e in ends[fail]}),
+            "failure_ends": ends[fail].round(3).tolist(),
+            "failure_end_spread": float(np.linalg.norm(ends[fail] - ends[fail].mean(0), axis=1).max()) if fail.any()
+            else None}
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("runs", nargs="*", type=Path, help="finished IQL runs on a maze (with agent.pt)")
+    p.add_argument("--default", action="store_true", help="the 300,000-step IQL (LayerNorm) runs of stitch task 1")
+    a = p.parse_args(argv)
+    found = (DEFAULT if a.default else []) + [r.resolve() for r in a.runs]
+    if not found:
+        p.error("name RUN_DIRs or --default")
+    for r in found:
+        if not (r / "agent.pt").is_file():
+            p.error(f"{r}: no agent.pt (a finished run_suite run keeps one)")
+    cache: dict = {}
+    results = [analyse(r, cache) for r in found]
+    OUT.parent.mkdir(parents=True, exist_ok=True)
+    OUT.write_text(json.dumps(results, indent=1) + "\n")
+    for r in results:
+        print(f"{r['run']} ({r['steps']:,} steps): success {r['success_rate']:.0%} over {r['episodes']} episodes; "
+              f"failures end in cells {r['failure_end_cells']} (all within {r['failure_end_spread'] or 0:.2f} of "
+              f"each other)")
+        print("  cells to goal | transitions | A p5..p95 | beta x spread | |AWR mean| | cos(AWR, path) | |policy| | "
+              "cos(policy, path)")
+        for c in r["cells"]:
+            print(f"  {c['cells_to_goal']:>13} | {c['transitions']:>11,} | {c['adv_p5']:+.3f}..{c['adv_p95']:+.3f} | "
+                  f"{c['beta_spread']:>13.2f} | {c['awr_length']:>9.2f} | {c['awr_cos']:>+14.2f} | "
+                  f"{c['policy_mean_length']:>8.2f} | {c['policy_cos']:>+17.2f}")
+    print(f"wrote {OUT.relative_to(REPO)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
