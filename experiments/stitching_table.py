@@ -60,13 +60,18 @@ def collect(root: Path) -> tuple[dict, int]:
 
 
 def label_name(label: str) -> str:
-    """A run folder's label as the book writes it: ``iql-expectile=0.5-layer_norm=True`` -> ``IQL (τ 0.5, LayerNorm)``."""
+    """A run folder's label as the book writes it: ``iql-expectile=0.5-layer_norm=True`` -> ``IQL (τ 0.5, LayerNorm)``,
+    ``iql-beta=100.0-layer_norm=True`` -> ``IQL (β 100, LayerNorm)``."""
     if label in NAMES:
         return NAMES[label]
     base, *options = label.split("-")
     words = {"layer_norm=True": "LayerNorm"}
-    shown = [words.get(o, "τ " + o.split("=")[1] if o.startswith("expectile=") else o) for o in options]
-    return f"{NAMES.get(base, base)} ({', '.join(shown)})"
+    symbols = {"expectile": "τ", "beta": "β"}
+
+    def shown(option: str) -> str:
+        field, _, value = option.partition("=")
+        return words.get(option, f"{symbols[field]} {float(value):g}" if field in symbols else option)
+    return f"{NAMES.get(base, base)} ({', '.join(shown(o) for o in options)})"
 
 
 def evaluations(root: Path, dataset: str) -> str:
