@@ -2,6 +2,7 @@
 
     python experiments/maze_advantages.py RUN_DIR [RUN_DIR ...]    # finished runs that kept agent.pt
     python experiments/maze_advantages.py --default                # the 300,000-step IQL (LayerNorm) seeds of task 1
+    python experiments/maze_advantages.py RUN_DIR --out FILE       # elsewhere (a run still training: its checkpoint)
 
 At 300,000 steps IQL with LayerNorm reaches the goal of stitch task 1 in about a third of the episodes; the rest
 never leave the start cell (experiments/maze_values.py). IQL's policy is advantage-weighted regression: at a state it
@@ -125,17 +126,18 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("runs", nargs="*", type=Path, help="finished IQL runs on a maze (with agent.pt)")
     p.add_argument("--default", action="store_true", help="the 300,000-step IQL (LayerNorm) runs of stitch task 1")
+    p.add_argument("--out", type=Path, default=OUT, help=f"where to write the JSON (default {OUT.relative_to(REPO)})")
     a = p.parse_args(argv)
     found = (DEFAULT if a.default else []) + [r.resolve() for r in a.runs]
     if not found:
         p.error("name RUN_DIRs or --default")
     for r in found:
-        if not (r / "agent.pt").is_file():
-            p.error(f"{r}: no agent.pt (a finished run_suite run keeps one)")
+        if not (r / "agent.pt").is_file() and not (r / "checkpoint.pt").is_file():
+            p.error(f"{r}: no agent.pt (a finished run_suite run keeps one) nor checkpoint.pt")
     cache: dict = {}
     results = [analyse(r, cache) for r in found]
-    OUT.parent.mkdir(parents=True, exist_ok=True)
-    OUT.write_text(json.dumps(results, indent=1) + "\n")
+    a.out.parent.mkdir(parents=True, exist_ok=True)
+    a.out.write_text(json.dumps(results, indent=1) + "\n")
     for r in results:
         print(f"{r['run']} ({r['steps']:,} steps): success {r['success_rate']:.0%} over {r['episodes']} episodes; "
               f"failures end in cells {r['failure_end_cells']} (all within {r['failure_end_spread'] or 0:.2f} of "
@@ -146,7 +148,7 @@ def main(argv=None) -> int:
             print(f"  {c['cells_to_goal']:>13} | {c['transitions']:>11,} | {c['adv_p5']:+.3f}..{c['adv_p95']:+.3f} | "
                   f"{c['beta_spread']:>13.2f} | {c['awr_length']:>9.2f} | {c['awr_cos']:>+14.2f} | "
                   f"{c['policy_mean_length']:>8.2f} | {c['policy_cos']:>+17.2f}")
-    print(f"wrote {OUT.relative_to(REPO)}")
+    print(f"wrote {a.out}")
     return 0
 
 
