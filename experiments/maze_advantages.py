@@ -53,7 +53,7 @@ def route(lay: maze.Layout, start, goal) -> list[tuple[int, int]]:
 
 def weighted_mean(actions: np.ndarray, adv: np.ndarray, beta: float, max_weight: float) -> np.ndarray:
     """The advantage-weighted mean action: what AWR's maximum-likelihood fit pulls a Gaussian policy's mean towards."""
-    w = np.minimum(np.exp(beta * adv), max_weight)
+    w = np.exp(np.minimum(beta * adv, np.log(max_weight)))  # min(exp(beta A), max_weight), without overflow
     return (w[:, None] * actions).sum(0) / w.sum()
 
 
