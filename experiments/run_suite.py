@@ -200,8 +200,11 @@ def run_batch(root: Path, algo: str, dataset: str, seeds: list[int], scale: str,
                 continue
             todo.append((seed, out, lock))
         results = []
+        # which seeds resume is decided once, before any training: a finished run deletes its checkpoint, and asking
+        # again after the resumed part had the resumed seeds trained a second time, from step 0 (2026-11-27)
+        resumes = {seed: (out / "checkpoint.pt").exists() for seed, out, _ in todo}
         for resumed in (True, False):
-            part = [(seed, out) for seed, out, _ in todo if (out / "checkpoint.pt").exists() == resumed]
+            part = [(seed, out) for seed, out, _ in todo if resumes[seed] == resumed]
             if part:
                 results += _train_and_record([o for _, o in part], algo, dataset, [s for s, _ in part], scale,
                                              overrides, steps, device, precision, threads, eval_every, None,

@@ -352,3 +352,26 @@ def test_capture_reaches_the_run_and_needs_a_gpu(tmp_path, monkeypatch, capsys):
     with pytest.raises(SystemExit):
         run_suite.main(["--algos", "bc", "--datasets", "hopper-medium", "--capture", "--root", str(tmp_path)])
     assert "--capture replays each training step as a CUDA graph: it needs --device cuda" in capsys.readouterr().err
+
+
+def test_a_resumed_batch_is_trained_once_even_though_finishing_deletes_its_checkpoints(tmp_path, monkeypatch):
+    """run_batch trains the seeds that resume, then those that start; a finished run deletes its checkpoint, so the
+    split must be made before training (on 2026-11-27 the resumed seeds were trained again from step 0)."""
+    run_suite = _run_suite()
+    calls = []
+
+    def fake_train(outs, algo, dataset, seeds, *args, **kwargs):
+        calls.append(list(seeds))
+        for out in outs:
+            (out / "checkpoint.pt").unlink(missing_ok=True)
+            (out / "result.json").write_text("{}")
+        return [{"seed": s} for s in seeds]
+
+    monkeypatch.setattr(run_suite, "_train_and_record", fake_train)
+    for seed in (0, 1):  # interrupted runs: a checkpoint each; seed 2 not started
+        out = run_suite.run_dir(tmp_path, "iql", "hopper-medium-replay", seed, {})
+        out.mkdir(parents=True)
+        (out / "checkpoint.pt").write_bytes(b"x")
+    results = run_suite.run_batch(tmp_path, "iql", "hopper-medium-replay", [0, 1, 2], "smoke", {}, None, "cpu",
+                                  "float32", 1, None, None)
+    assert calls == [[0, 1], [2]] and len(results) == 3
