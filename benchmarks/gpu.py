@@ -535,8 +535,8 @@ def write_run(root: Path, ck: dict, seed_rows: list[dict], episodes: int) -> Pat
     (what made it: the GPU, the steps, the rate, the precision; and where it was scored)."""
     import csv
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "experiments"))
-    from run_suite import run_label
-    run = root / run_label(ck["algo"], ck.get("label", {})) / ck["dataset"] / f"s{ck['seed']}"
+    import run_suite
+    run = run_suite.run_dir(root, ck["algo"], ck["dataset"], ck["seed"], ck.get("label", {}))
     run.mkdir(parents=True, exist_ok=True)
     with open(run / "eval.csv", "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=list(seed_rows[0]))

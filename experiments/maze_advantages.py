@@ -42,15 +42,6 @@ DEFAULT = [REPO / "results" / "stitching-budget" / "iql-layer_norm=True" / "poin
 EPISODES = 50
 
 
-def route(lay: maze.Layout, start, goal) -> list[tuple[int, int]]:
-    """The cells of the shortest path from ``start`` to ``goal`` (the layout's next-cell table)."""
-    out, c = [tuple(start)], tuple(start)
-    while c != tuple(goal):
-        c = tuple(int(x) for x in lay.next_cell[goal[0], goal[1], c[0], c[1]])
-        out.append(c)
-    return out
-
-
 def weighted_mean(actions: np.ndarray, adv: np.ndarray, beta: float, max_weight: float) -> np.ndarray:
     """The advantage-weighted mean action: what AWR's maximum-likelihood fit pulls a Gaussian policy's mean towards."""
     w = np.exp(np.minimum(beta * adv, np.log(max_weight)))  # min(exp(beta A), max_weight), without overflow
@@ -77,7 +68,7 @@ def analyse(run_dir: Path, data_cache: dict) -> dict:
     m = maze.parse(name, kind_required=False)
     lay = maze.layout(m.maze)
     start, goal = lay.tasks[m.task - 1]
-    path = route(lay, start, goal)
+    path = lay.path(start, goal)
     cells = lay.cell(data.observations[:, :2])
     rows = []
     for k, c in enumerate(path[:-1]):

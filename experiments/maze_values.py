@@ -91,10 +91,7 @@ def analyse(path: Path) -> dict:
         from minirl import datasets
         v = v / datasets.load_dataset(loaded.settings["dataset"], progress=False).return_range_scaler().scale
     dist = np.array([lay.distance[goal[0], goal[1], i, j] for i, j in cells])
-    route, c = [tuple(start)], tuple(start)
-    while c != tuple(goal):
-        c = tuple(int(x) for x in lay.next_cell[goal[0], goal[1], c[0], c[1]])
-        route.append(c)
+    route = lay.path(start, goal)
     index = {cell: k for k, cell in enumerate(cells)}
     gamma = loaded.settings["config"]["gamma"]
     _, oracle_return = maze.reference_returns(loaded.settings["dataset"])

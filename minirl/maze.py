@@ -223,6 +223,14 @@ class Layout:
         d = np.asarray(xy, dtype=np.float64) - self.goal_xy(task)
         return np.sqrt((d ** 2).sum(-1)) <= self.goal_tol
 
+    def path(self, start, goal) -> list[tuple[int, int]]:
+        """The cells of the shortest path from cell ``start`` to cell ``goal``, both included (``next_cell``)."""
+        out, c = [tuple(int(x) for x in start)], tuple(int(x) for x in start)
+        while c != tuple(goal):
+            c = tuple(int(x) for x in self.next_cell[goal[0], goal[1], c[0], c[1]])
+            out.append(c)
+        return out
+
     def ring(self, start, cells: int) -> list[tuple[int, int]]:
         """The open cells exactly ``cells`` steps from ``start`` by breadth-first search, row by row."""
         d = bfs(self.walls, tuple(start))

@@ -1,4 +1,4 @@
-"""experiments/maze_advantages.py: the path it measures along and the advantage-weighted mean it reports."""
+"""experiments/maze_advantages.py: the path it measures along (maze.Layout.path) and the advantage-weighted mean."""
 import sys
 from pathlib import Path
 
@@ -12,10 +12,10 @@ import maze_advantages  # noqa: E402
 from minirl import maze  # noqa: E402
 
 
-def test_the_route_of_stitch_task_1_is_its_ten_cell_shortest_path():
+def test_the_path_of_stitch_task_1_is_its_ten_cell_shortest_path():
     lay = maze.layout("medium")
     start, goal = lay.tasks[0]
-    path = maze_advantages.route(lay, start, goal)
+    path = lay.path(start, goal)
     assert path[0] == tuple(start) and path[-1] == tuple(goal) and len(path) == 11  # 10 cells apart
     assert all(abs(a[0] - b[0]) + abs(a[1] - b[1]) == 1 for a, b in zip(path, path[1:]))  # neighbours
     assert all(lay.walls[c] == 0 for c in path)
