@@ -61,12 +61,16 @@ def collect(root: Path) -> tuple[dict, int]:
 
 def label_name(label: str) -> str:
     """A run folder's label as the book writes it: ``iql-expectile=0.5-layer_norm=True`` -> ``IQL (τ 0.5, LayerNorm)``,
-    ``iql-beta=100.0-layer_norm=True`` -> ``IQL (β 100, LayerNorm)``."""
+    ``iql-beta=100.0-layer_norm=True`` -> ``IQL (β 100, LayerNorm)``,
+    ``iql-actor=deterministic-alpha=0.0015-extraction=ddpg_bc-layer_norm=True`` -> ``IQL (α 0.0015, DDPG+BC,
+    LayerNorm)`` (DDPG+BC's actor is always deterministic)."""
     if label in NAMES:
         return NAMES[label]
     base, *options = label.split("-")
-    words = {"layer_norm=True": "LayerNorm"}
-    symbols = {"expectile": "τ", "beta": "β"}
+    if "extraction=ddpg_bc" in options:
+        options.remove("actor=deterministic")
+    words = {"layer_norm=True": "LayerNorm", "extraction=ddpg_bc": "DDPG+BC"}
+    symbols = {"expectile": "τ", "beta": "β", "alpha": "α"}
 
     def shown(option: str) -> str:
         field, _, value = option.partition("=")

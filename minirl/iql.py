@@ -9,10 +9,21 @@ IQL never evaluates the critic at an action that is not in the dataset. Three re
     critic           L_Q(theta) = sum_i E_(s,a,r,s')~D [ ( r + gamma (1 - d) V_psi(s') - Q_theta_i(s, a) )^2 ]
     actor (AWR)      L_pi(phi)  = -E_(s,a)~D [ min(exp(beta (Qtarget(s, a) - V_psi(s))), max_exp_adv) log pi_phi(a|s) ]
 
+or, with ``extraction="ddpg_bc"`` (not the paper's: OGBench's goal-conditioned IQL, Park et al. 2024, after TD3+BC,
+Fujimoto and Gu 2021), the policy climbs the critic and is held near the data by a behaviour-cloning term:
+
+    actor (DDPG+BC)  L_pi(phi)  = -E_s~D [ Qtarget(s, pi_phi(s)) ] / E_s~D |Qtarget(s, pi_phi(s))|
+                                  + alpha E_(s,a)~D ||pi_phi(s) - a||^2          (the normaliser not differentiated)
+
 V is an upper expectile of Q over the dataset's actions: tau = 0.5 gives the behaviour policy's value (SARSA),
 tau -> 1 the best action in the data's support (a batch-constrained max, see tabular.expectile_value_iteration).
 The actor is then extracted by advantage-weighted regression: beta -> 0 is behaviour cloning, a large beta copies
-only the best dataset actions; the clamp keeps one outlier advantage from dominating a batch.
+only the best dataset actions; the clamp keeps one outlier advantage from dominating a batch. AWR's weights depend
+on the *spread* of the advantages at a state, DDPG+BC's step on the *direction* of Q's gradient in the action: where
+the advantages differ little (far from the goal of a -1-per-step task, where every value is discounted) AWR's
+weights are nearly equal and it clones the data's mean action, while DDPG+BC's normalised step does not shrink.
+Neither V nor Q ever sees the policy, so the extraction can also run after the value functions are trained
+(:meth:`IQL.extract`, the paper's section 4).
 
 Settings (MuJoCo, the paper's appendix and ikostrikov/implicit_q_learning): 256-256 ReLU networks, Adam 3e-4 for
 all three, batch 256, gamma 0.99, Polyak tau 0.005 on the target critics, expectile 0.7, beta 3.0, exp-advantage
@@ -25,7 +36,10 @@ What this file adds or changes:
   does not normalise MuJoCo states) -- set ``normalize_states=False`` for the official behaviour;
 * ``n_critics`` replicas (2 in the paper, min over all of them) and a ``target_update_period`` (1 in the paper);
 * ``actor="deterministic"``: AWR-weighted squared error ``w * ||pi(s) - a||^2`` (CORL's ``iql_deterministic``);
-* ``layer_norm=True``: LayerNorm in V and the critics, as OGBench's IQL (Park et al. 2024) has on its mazes.
+* ``layer_norm=True``: LayerNorm in V and the critics, as OGBench's IQL (Park et al. 2024) has on its mazes;
+* ``extraction="ddpg_bc"`` (with the deterministic actor): the DDPG+BC loss above. OGBench's agent has a Gaussian
+  actor with a fixed unit std whose ``-log pi(a|s) = ||mean(s) - a||^2 / 2 + const``, so its alpha is twice this
+  file's: its pointmaze setting, 0.003, is ``alpha=0.0015`` here.
 The paper's settings for AntMaze differ from the MuJoCo ones above: expectile 0.9, beta 10, and rewards shifted to
 -1 per step and 0 at the goal with no return-range scaling (OGBench's single-task mazes already pay those rewards);
 ``minirl.runs`` applies them to every maze run (``runs.DOMAIN_CONFIG``).
@@ -43,7 +57,7 @@ from typing import Literal
 import numpy as np
 import torch
 
-from .config import AT_LEAST_ONE, LAYERS, NON_NEGATIVE, POSITIVE, check_fields, interval
+from .config import AT_LEAST_ONE, LAYERS, NON_NEGATIVE, POSITIVE, UserError, check_fields, interval
 from .nets import (CriticEnsemble, DeterministicActor, GaussianActor, adam, batch_mean, mlp, scheduled_lr, set_lr,
                    soft_update)
 
@@ -67,12 +81,17 @@ class IQLConfig:
     normalize_states: bool = True       # train on (s - mean) / std of the dataset
     reward_scale: Literal["return_range"] | None = "return_range"  # r * 1000 / (max R - min R); None: raw rewards
     layer_norm: bool = False            # LayerNorm after each hidden layer of V and the critics (OGBench; not the paper)
+    extraction: Literal["awr", "ddpg_bc"] = "awr"  # the actor's loss: AWR (the paper) or DDPG+BC (OGBench's GCIQL)
+    alpha: float = 0.0015               # weight of the squared error to the data's action in DDPG+BC
 
     def __post_init__(self):
         check_fields(self, hidden=LAYERS, actor_lr=POSITIVE, critic_lr=POSITIVE, value_lr=POSITIVE,
                      gamma=interval("[0, 1)"), tau=interval("(0, 1]"), target_update_period=AT_LEAST_ONE,
                      expectile=interval("(0, 1)"), beta=NON_NEGATIVE, max_exp_adv=POSITIVE, n_critics=AT_LEAST_ONE,
-                     max_steps=AT_LEAST_ONE)
+                     max_steps=AT_LEAST_ONE, alpha=NON_NEGATIVE)
+        if self.extraction == "ddpg_bc" and self.actor != "deterministic":
+            raise UserError(f"IQLConfig.actor must be 'deterministic' with extraction='ddpg_bc' (the critic is "
+                            f"climbed at the policy's action), got {self.actor!r}")
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -123,6 +142,17 @@ def awr_actor_loss(weights: torch.Tensor, nll: torch.Tensor) -> torch.Tensor:
     With all weights equal this is behaviour cloning; the advantage weights tilt it towards better actions.
     """
     return batch_mean(weights * nll)
+
+
+def ddpg_bc_actor_loss(q_pi: torch.Tensor, nll: torch.Tensor, alpha: float) -> torch.Tensor:
+    """``-E Q(s, pi(s)) / E |Q(s, pi(s))| + alpha E nll``, with ``nll = ||pi(s) - a||^2``.
+
+    ``q_pi`` is the critic at the policy's own action (the gradient flows through the action into the actor). The
+    normaliser ``E |Q|`` is a constant (detached, one per seed): it makes the step independent of the reward's scale,
+    so that ``alpha`` alone sets how close to the data the policy stays.
+    """
+    scale = q_pi.detach().abs().mean(-1, keepdim=True) + 1e-6
+    return batch_mean(-q_pi / scale) + alpha * batch_mean(nll)
 
 
 def cosine_lr(step, max_steps: int, lr: float):
@@ -189,14 +219,8 @@ class IQL:
             y = q_target(batch["rew"], batch["done"], self.V(batch["next_obs"]), cfg.gamma)
         adv = q_min - v
 
-        # 2. the actor: advantage-weighted regression onto the dataset's actions
-        weights = awr_weights(adv, cfg.beta, cfg.max_exp_adv)
-        loss_pi = awr_actor_loss(weights, self.actor_nll(obs, act))
-        lr = self.actor_lr()
-        set_lr(self.actor_opt, lr)
-        self.actor_opt.zero_grad(set_to_none=True)
-        loss_pi.backward()
-        self.actor_opt.step()
+        # 2. the actor: advantage-weighted regression onto the dataset's actions (or DDPG+BC)
+        actor_logs = self.update_actor(obs, act, adv)
 
         # 3. the critics towards r + gamma (1 - d) V(s')
         q = self.critic(obs, act)
@@ -211,9 +235,38 @@ class IQL:
         if self.step % cfg.target_update_period == 0:
             soft_update(self.critic_target, self.critic, cfg.tau)
 
-        return {"value_loss": loss_v.detach(), "critic_loss": loss_q.detach(), "actor_loss": loss_pi.detach(),
-                "v": v.mean(), "q": q.detach().mean(), "adv": adv.mean(), "weight": weights.mean(),
-                "weight_clamped": (weights >= cfg.max_exp_adv).float().mean(), "actor_lr": lr}
+        return {"value_loss": loss_v.detach(), "critic_loss": loss_q.detach(), "v": v.mean(), "q": q.detach().mean(),
+                "adv": adv.mean(), **actor_logs}
+
+    def update_actor(self, obs: torch.Tensor, act: torch.Tensor, adv: torch.Tensor) -> dict[str, torch.Tensor]:
+        """One step of the actor's loss, given the advantages ``Qtarget(s, a) - V(s)`` of the batch's actions."""
+        cfg = self.cfg
+        if cfg.extraction == "awr":
+            weights = awr_weights(adv, cfg.beta, cfg.max_exp_adv)
+            loss_pi = awr_actor_loss(weights, self.actor_nll(obs, act))
+            logs = {"weight": weights.mean(), "weight_clamped": (weights >= cfg.max_exp_adv).float().mean()}
+        else:  # DDPG+BC: the target critics at the policy's action (they take no gradient step from it)
+            pi = self.actor(obs)
+            q_pi = value_target(self.critic_target(obs, pi))
+            loss_pi = ddpg_bc_actor_loss(q_pi, ((pi - act) ** 2).sum(-1), cfg.alpha)
+            logs = {"q_pi": q_pi.detach().mean()}
+        lr = self.actor_lr()
+        set_lr(self.actor_opt, lr)
+        self.actor_opt.zero_grad(set_to_none=True)
+        loss_pi.backward()
+        self.actor_opt.step()
+        return {"actor_loss": loss_pi.detach(), "actor_lr": lr, **logs}
+
+    def extract(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """One actor step against the current V and target critics, which stay as they are: the policy extraction
+        alone, for value functions trained already (V and Q never see the policy, so this is the actor's part of
+        :meth:`update` run after them; ``experiments/maze_extraction.py``). Advances the cosine schedule."""
+        obs, act = batch["obs"], batch["act"]
+        with torch.no_grad():
+            adv = value_target(self.critic_target(obs, act)) - self.V(obs)
+        logs = self.update_actor(obs, act, adv)
+        self.t += 1
+        return logs
 
     def capture_problem(self) -> str | None:
         """Why this agent's update cannot be replayed as a CUDA graph (``minirl.devices.CapturedStep``), or None."""

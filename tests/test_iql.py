@@ -8,8 +8,8 @@ import torch
 import minirl.iql as iql_module
 from minirl import tabular
 from minirl.data import OfflineDataset
-from minirl.iql import (IQL, IQLConfig, awr_actor_loss, awr_weights, cosine_lr, critic_loss, expectile_loss,
-                        q_target, value_loss, value_target)
+from minirl.iql import (IQL, IQLConfig, awr_actor_loss, awr_weights, cosine_lr, critic_loss, ddpg_bc_actor_loss,
+                        expectile_loss, q_target, value_loss, value_target)
 from minirl.runs import make_agent
 from minirl.train import prepare_dataset, train
 
@@ -99,6 +99,48 @@ def test_actor_loss_leaves_critics_and_value_untouched():
     loss.backward()
     assert all(p.grad is None for p in [*agent.critic.parameters(), *agent.value.parameters()])
     assert all(p.grad is not None for p in agent.actor.parameters())
+
+
+def test_ddpg_bc_loss_by_hand_and_scale_free():
+    q = torch.tensor([-2.0, -4.0, -6.0], requires_grad=True)
+    nll = torch.tensor([1.0, 0.0, 2.0], requires_grad=True)
+    loss = ddpg_bc_actor_loss(q, nll, alpha=0.5)
+    assert torch.isclose(loss, torch.tensor(4.0 / 4.0 + 0.5 * 1.0), atol=1e-6)  # -mean(q)/mean|q| = 1, + alpha mean
+    loss.backward()
+    assert torch.allclose(q.grad, torch.full((3,), -1 / 3 / 4.0), atol=1e-7)     # the normaliser is a constant
+    assert torch.allclose(nll.grad, torch.full((3,), 0.5 / 3))
+    for c in (0.01, 100.0):  # Q's scale (the rewards') changes neither the loss nor the actor's step
+        qc = (c * q.detach()).requires_grad_()
+        assert torch.isclose(ddpg_bc_actor_loss(qc, nll.detach(), 0.5), loss.detach(), atol=1e-5)
+    stacked = torch.stack([q.detach(), 10 * q.detach()])  # a seed axis: each seed normalised by its own |Q|
+    assert torch.isclose(ddpg_bc_actor_loss(stacked, torch.stack([nll.detach()] * 2), 0.5), 2 * loss.detach())
+
+
+def test_ddpg_bc_climbs_the_critic_and_only_the_actor_moves():
+    agent = small_agent(actor="deterministic", extraction="ddpg_bc", alpha=0.0)
+    b = random_batch(B=64)
+    frozen = [p.detach().clone() for p in [*agent.critic.parameters(), *agent.critic_target.parameters(),
+                                           *agent.value.parameters()]]
+    q_before = value_target(agent.critic_target(b["obs"], agent.actor(b["obs"]))).mean()
+    for _ in range(20):
+        logs = agent.extract(b)
+    q_after = value_target(agent.critic_target(b["obs"], agent.actor(b["obs"]))).mean()
+    assert q_after > q_before and set(logs) >= {"actor_loss", "q_pi", "actor_lr"}
+    after = [*agent.critic.parameters(), *agent.critic_target.parameters(), *agent.value.parameters()]
+    assert all(torch.equal(a, f) for a, f in zip(after, frozen))
+    assert agent.step == 0 and int(agent.t) == 20  # extract advances the actor's schedule, not the critics' count
+
+
+def test_extract_takes_the_actor_step_update_takes():
+    agent, twin = small_agent(), small_agent()
+    b = random_batch()
+    twin.load_state_dict(agent.state_dict())
+    agent.update(b)
+    with torch.no_grad():  # the same step from the V the update had after its V step
+        twin.value.load_state_dict(agent.value.state_dict())
+    twin.extract(b)
+    for p, q in zip(agent.actor.parameters(), twin.actor.parameters()):
+        assert torch.allclose(p, q, atol=1e-6)
 
 
 def test_cosine_schedule():
@@ -215,10 +257,13 @@ def test_config_errors():
     for field, value, expected in [("actor", "tanh", "'gaussian' or 'deterministic'"), ("expectile", 1.0, "in (0, 1)"),
                                    ("beta", -1.0, ">= 0"), ("n_critics", 0, ">= 1"),
                                    ("target_update_period", 0, ">= 1"), ("max_steps", 0, ">= 1"),
-                                   ("reward_scale", "max", "None or 'return_range'")]:
+                                   ("reward_scale", "max", "None or 'return_range'"),
+                                   ("extraction", "td3", "'awr' or 'ddpg_bc'"), ("alpha", -0.1, ">= 0")]:
         with pytest.raises(ValueError, match=f"IQLConfig.{field} must be {expected}".replace("(", r"\(")
                            .replace(")", r"\)")):
             IQLConfig(**{field: value})
+    with pytest.raises(ValueError, match="IQLConfig.actor must be 'deterministic' with extraction='ddpg_bc'"):
+        IQLConfig(extraction="ddpg_bc")
 
 
 # ------------------------------------------------------------------------------------------------ tabular IQL

@@ -19,6 +19,8 @@ AGENTS = {
     "iql": lambda: IQL(OBS, ACT, -1, 1, IQLConfig(max_steps=10, hidden=(32, 32))),
     "iql-layer-norm-deterministic": lambda: IQL(OBS, ACT, -1, 1, IQLConfig(max_steps=10, hidden=(32, 32),
                                                                            layer_norm=True, actor="deterministic")),
+    "iql-ddpg-bc": lambda: IQL(OBS, ACT, -1, 1, IQLConfig(max_steps=10, hidden=(32, 32), actor="deterministic",
+                                                          extraction="ddpg_bc", alpha=0.1)),
     "bc": lambda: BC(OBS, ACT, -1, 1, BCConfig(hidden=(32, 32))),
     "bc-gaussian": lambda: BC(OBS, ACT, -1, 1, BCConfig(hidden=(32, 32), actor="gaussian")),
     "cql": lambda: CQL(OBS, ACT, -1, 1, CQLConfig(actor_hidden=(32, 32), critic_hidden=(32, 32), n_actions=4,

@@ -60,6 +60,8 @@ def test_evals_lists_every_evaluation_of_each_run_of_one_dataset_training_ones_m
     assert lines[0] == "| step | BC, seeds 0* | IQL, seeds 0 / 10 | IQL (τ 0.5, LayerNorm), seeds 1 |"
     assert lines[2:] == ["| 5k | 0 | 0 / 0 | 10 |", "| 10k | - | 20 / 4 | 30 |", "| 15k | - | 52 / 50 | 0 |"]
     assert stitching_table.label_name("iql-beta=100.0-layer_norm=True") == "IQL (β 100, LayerNorm)"
+    assert (stitching_table.label_name("iql-actor=deterministic-alpha=0.0015-extraction=ddpg_bc-layer_norm=True")
+            == "IQL (α 0.0015, DDPG+BC, LayerNorm)")
     assert stitching_table.main(["--root", str(tmp_path), "--evals", maze]) == 0
     with pytest.raises(SystemExit):
         stitching_table.main(["--root", str(tmp_path), "--evals", "pointmaze-medium-navigate-singletask-task1"])
