@@ -7,13 +7,14 @@
 IQL's value functions never see its policy: V regresses to an expectile of the target critics at the data's actions
 and Q to r + gamma V(s'). So the critics of a finished run are the same whatever actor was trained beside them (the
 300,000-step runs with beta 10 and beta 100 ended with identical critic weights), and the policy can be extracted
-again from them afterwards (the IQL paper, section 4). This takes each finished run's V and target critics, keeps
-them fixed, and trains fresh actors against them (``IQL.extract``) with three extractions fixed before the runs:
+again from them afterwards (the IQL paper's Algorithm 1 writes the extraction as a loop after the value learning).
+This takes each finished run's V and target critics, keeps them fixed, and trains fresh actors against them
+(``IQL.extract``) with three extractions fixed before the runs:
 
 * ``awr_beta10``  -- the runs' own AWR, beta 10 (the control: extraction after the critics instead of beside them);
 * ``awr_beta100`` -- AWR with beta 100 (the test of the advantage diagnosis, experiments/maze_advantages.py);
-* ``ddpg_bc``     -- DDPG+BC, OGBench's extraction for its goal-conditioned IQL on these mazes (alpha 0.003 with a unit-std
-  Gaussian there, 0.0015 with minirl's deterministic actor: ``minirl/iql.py``).
+* ``ddpg_bc``     -- DDPG+BC, OGBench's extraction for its goal-conditioned IQL on these mazes (alpha 0.003 with a
+  unit-std Gaussian there, 0.0015 with minirl's deterministic actor: ``minirl/iql.py``).
 
 Prediction, written before any run (2026-11-28 00:25): AWR beta 10 reproduces the runs' third and its sink in the
 start cell; DDPG+BC follows the direction of Q's gradient in the action, whose size the advantages' spread does not
@@ -51,22 +52,32 @@ SETTINGS = {  # fixed before the runs: the IQLConfig fields each extraction chan
 EPISODES = 50
 
 
-def extract(run_dir: Path, setting: str, steps: int, eval_every: int, precision: str, data_cache: dict) -> dict:
-    import torch
-
-    from minirl import datasets, maze, runs
-    from minirl.evaluation import run_episodes
-    from minirl.train import train
+def extract(run_dir: Path, setting: str, steps: int, eval_every: int, precision: str, data_cache: dict,
+            episodes: int = EPISODES) -> dict:
+    """Load a finished run, then :func:`extract_loaded`."""
+    from minirl import datasets, runs
     loaded = runs.load_agent(run_dir)
-    cfg, name, seed = loaded.settings["config"], loaded.settings["dataset"], loaded.settings["seed"]
-    if loaded.settings["algo"] != "iql":
-        raise SystemExit(f"{run_dir}: an IQL run is needed, got {loaded.settings['algo']}")
+    name = loaded.settings["dataset"]
     if name not in data_cache:
         data_cache[name] = datasets.load_dataset(name, progress=False)
+    result = extract_loaded(loaded, data_cache[name], setting, steps, eval_every, precision, episodes)
+    return {"run": str(run_dir.relative_to(REPO)) if run_dir.is_relative_to(REPO) else str(run_dir), **result}
+
+
+def extract_loaded(loaded, data, setting: str, steps: int, eval_every: int, precision: str,
+                   episodes: int = EPISODES) -> dict:
+    """A fresh actor with the extraction ``setting``, trained ``steps`` steps against ``loaded``'s V and target
+    critics (copied, never updated) on ``data`` (the run's dataset, raw), evaluated every ``eval_every`` steps."""
+    import torch
+
+    from minirl import maze, runs
+    from minirl.evaluation import run_episodes
+    from minirl.train import train
+    cfg, name, seed = loaded.settings["config"], loaded.settings["dataset"], loaded.settings["seed"]
+    if loaded.settings["algo"] != "iql" or cfg.get("reward_scale") is not None:
+        raise SystemExit(f"{name}: an IQL run on the maze's own rewards (reward_scale None) is needed")
     norm = loaded.state_normalizer
-    data = data_cache[name] if norm is None else data_cache[name].transformed(state=norm)
-    if cfg.get("reward_scale") is not None:
-        raise SystemExit(f"{run_dir}: the maze's own rewards (reward_scale None) are expected")
+    data = data if norm is None else data.transformed(state=norm)
     torch.manual_seed(seed)  # the fresh actor's initialisation
     fields = cfg | SETTINGS[setting] | {"max_steps": steps}
     scale, bias = loaded.agent.actor.action_scale.numpy(), loaded.agent.actor.action_bias.numpy()
@@ -75,22 +86,21 @@ def extract(run_dir: Path, setting: str, steps: int, eval_every: int, precision:
     for part in ("critic", "critic_target", "value"):  # the trained value functions, kept as they are
         getattr(agent, part).load_state_dict(getattr(loaded.agent, part).state_dict())
     t0 = time.perf_counter()
-    log = train(agent, data, steps, eval_env=loaded.env_id, eval_every=eval_every, eval_episodes=EPISODES, seed=seed,
+    log = train(agent, data, steps, eval_env=loaded.env_id, eval_every=eval_every, eval_episodes=episodes, seed=seed,
                 state_normalizer=norm, precision=precision, update=lambda a, batch: a.extract(batch),
                 log_every=max(steps // 10, 1))
     seconds = time.perf_counter() - t0
-    m = maze.parse(name, kind_required=False)
-    lay = maze.layout(m.maze)
-    ep = run_episodes(agent, loaded.env_id, EPISODES, seed=10_000 * (seed + 1), state_normalizer=norm,
+    lay = maze.layout(maze.parse(name, kind_required=False).maze)
+    ep = run_episodes(agent, loaded.env_id, episodes, seed=10_000 * (seed + 1), state_normalizer=norm,
                       keep_states=True)
     ends = np.stack([s[-1, :2] for s in ep["states"]])[~ep["successes"]]
-    return {"run": str(run_dir.relative_to(REPO)), "dataset": name, "seed": seed, "critic_steps": loaded.step,
-            "setting": setting, "fields": SETTINGS[setting], "actor_steps": steps, "precision": precision,
-            "episodes": EPISODES, "evals": [{"step": e["step"], "success_rate": e["success_rate"]} for e in log["eval"]],
+    return {"dataset": name, "seed": seed, "critic_steps": loaded.step, "setting": setting,
+            "fields": SETTINGS[setting], "actor_steps": steps, "precision": precision, "episodes": episodes,
+            "evals": [{"step": e["step"], "success_rate": e["success_rate"]} for e in log["eval"]],
             "final_success_rate": float(ep["successes"].mean()),
             "failure_end_cells": sorted({tuple(int(x) for x in lay.cell(e)) for e in ends}),
             "failure_ends": ends.round(3).tolist(), "seconds": round(seconds, 1),
-            "cpu": _cpu_name(), "torch": torch.__version__}
+            "cpu": _cpu_name(), "torch": torch.__version__, "agent": agent}
 
 
 def _cpu_name() -> str:
@@ -133,6 +143,7 @@ def main(argv=None) -> int:
                    help=f"extractions to train (default: all of {', '.join(SETTINGS)})")
     p.add_argument("--steps", type=int, default=100_000, help="actor steps per extraction (default 100,000)")
     p.add_argument("--eval-every", type=int, default=10_000, help="steps between evaluations (default 10,000)")
+    p.add_argument("--episodes", type=int, default=EPISODES, help=f"episodes per evaluation (default {EPISODES})")
     p.add_argument("--precision", default="auto", choices=["auto", "bf16", "float32"],
                    help="as `minirl train --precision` (default auto)")
     p.add_argument("--out", type=Path, default=OUT, help=f"results folder (default {OUT.relative_to(REPO)})")
@@ -141,8 +152,9 @@ def main(argv=None) -> int:
     if a.summary:
         print(summary(a.out))
         return 0
-    if a.steps < 1 or a.eval_every < 1:
-        p.error(f"--steps and --eval-every must be at least 1, got {a.steps} and {a.eval_every}")
+    for flag, value in (("--steps", a.steps), ("--eval-every", a.eval_every), ("--episodes", a.episodes)):
+        if value < 1:
+            p.error(f"{flag} must be at least 1, got {value}")
     found = (DEFAULT if a.default else []) + [r.resolve() for r in a.runs]
     if not found:
         p.error("name RUN_DIRs or --default")
@@ -152,14 +164,15 @@ def main(argv=None) -> int:
     cache: dict = {}
     for setting in a.settings:
         for r in found:
-            res = extract(r, setting, a.steps, a.eval_every, a.precision, cache)
+            res = extract(r, setting, a.steps, a.eval_every, a.precision, cache, a.episodes)
+            res.pop("agent")
             path = a.out / setting / f"s{res['seed']}.json"
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(json.dumps(res, indent=1) + "\n")
+            shown = path.relative_to(REPO) if path.is_relative_to(REPO) else path
             print(f"{setting} seed {res['seed']}: success by step "
                   f"{[round(100 * e['success_rate']) for e in res['evals']]} ({res['seconds']:.0f} s); failures end "
-                  f"in {res['failure_end_cells']}; wrote {path.relative_to(REPO) if path.is_relative_to(REPO) else path}",
-                  flush=True)
+                  f"in {res['failure_end_cells']}; wrote {shown}", flush=True)
     print(summary(a.out))
     return 0
 

@@ -23,7 +23,7 @@ on the *spread* of the advantages at a state, DDPG+BC's step on the *direction* 
 the advantages differ little (far from the goal of a -1-per-step task, where every value is discounted) AWR's
 weights are nearly equal and it clones the data's mean action, while DDPG+BC's normalised step does not shrink.
 Neither V nor Q ever sees the policy, so the extraction can also run after the value functions are trained
-(:meth:`IQL.extract`, the paper's section 4).
+(:meth:`IQL.extract`; the paper's Algorithm 1 writes the extraction as a loop after the value learning).
 
 Settings (MuJoCo, the paper's appendix and ikostrikov/implicit_q_learning): 256-256 ReLU networks, Adam 3e-4 for
 all three, batch 256, gamma 0.99, Polyak tau 0.005 on the target critics, expectile 0.7, beta 3.0, exp-advantage

@@ -2,8 +2,9 @@
 method, from the committed `results/stitching-rollouts/<dataset>.json` (written by experiments/maze_rollouts.py from
 the stitching grid's trained agents); and the success rate against gradient steps of the 300,000-step runs on stitch
 task 1 (`results/stitching-budget`, experiments/stitching.sh); and IQL's advantages along the path with its policy in
-the start cell (`results/stitching-diagnostics/advantages.json`, experiments/maze_advantages.py). The gridworld figure of the same chapter is saved by
-notebook 04b."""
+the start cell (`results/stitching-diagnostics/advantages.json`, experiments/maze_advantages.py); and the success of
+new actors trained on those runs' fixed critics (`results/stitching-extraction`, experiments/maze_extraction.py). The
+gridworld figure of the same chapter is saved by notebook 04b."""
 from __future__ import annotations
 
 import csv
@@ -24,6 +25,9 @@ ROOT = Path(__file__).resolve().parents[2]
 ROLLOUTS = ROOT / "results" / "stitching-rollouts"
 BUDGET = ROOT / "results" / "stitching-budget"
 ADVANTAGES = ROOT / "results" / "stitching-diagnostics" / "advantages.json"
+EXTRACTION = ROOT / "results" / "stitching-extraction"
+EXTRACTIONS = {"awr_beta10": ("AWR, β 10 (the runs' own)", "tab:green"), "awr_beta100": ("AWR, β 100", "tab:olive"),
+               "ddpg_bc": ("DDPG+BC, α 0.0015", "tab:blue")}
 BUDGET_TASK = "pointmaze-medium-stitch-singletask-task1"
 BUDGET_LABELS = {"iql-layer_norm=True": ("IQL with LayerNorm", "tab:green"), "bc": ("BC", "tab:blue"),
                  "10%bc": ("10%BC", "tab:orange")}
@@ -149,6 +153,44 @@ def advantages_figure(out_dir: Path) -> Path:
     return path
 
 
+def extraction_figure(out_dir: Path) -> Path:
+    """Success against actor steps of fresh actors trained on the 300,000-step runs' final critics, held fixed
+    (experiments/maze_extraction.py): each seed thin, the mean over seeds thick; dashed, the final success of the
+    actors trained beside those critics (the runs themselves)."""
+    fig, ax = plt.subplots(figsize=(7.5, 4.6))
+    drawn = 0
+    for setting, (name, color) in EXTRACTIONS.items():
+        runs = [json.loads(f.read_text()) for f in sorted((EXTRACTION / setting).glob("s*.json"))]
+        if not runs:
+            continue
+        steps = [e["step"] for e in runs[0]["evals"]]
+        success = np.array([[100 * e["success_rate"] for e in r["evals"]] for r in runs])
+        offset = (drawn - 1) * 300  # keep lines that sit on top of each other at 100% apart
+        for row in success:
+            ax.plot(np.array(steps) + offset, row, color=color, lw=0.8, alpha=0.45)
+        ax.plot(np.array(steps) + offset, success.mean(0), marker="o", color=color, lw=2.2, ms=4,
+                label=f"{name}: a new actor, mean of {len(runs)} seeds (thin: each seed)")
+        drawn += 1
+    if not drawn:
+        raise FileNotFoundError(f"no results under {EXTRACTION.relative_to(ROOT)}: run "
+                                "python experiments/maze_extraction.py --default first")
+    beside = [c["success"][-1] for c in success_curves("iql-layer_norm=True") if c["finished"]]
+    if beside:
+        ax.axhline(np.mean(beside), color="tab:green", ls="--", lw=1.5,
+                   label=f"AWR, β 10, trained beside the critics: {np.mean(beside):.0f}% at 300,000 steps "
+                         f"(mean of {len(beside)} seeds)")
+    ax.set_xlabel("steps of the new actor (the critics fixed after 300,000 steps)")
+    ax.set_ylabel("success rate, % of 50 episodes")
+    ax.set_ylim(-4, 104)
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: f"{x / 1000:.0f}k"))
+    ax.set_title("pointmaze-medium-stitch, task 1: the same critics, new actors", fontsize=10)
+    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=1, frameon=False)
+    fig.tight_layout()
+    path = out_dir / "stitching_extraction.png"
+    plots.save_figure(fig, path)
+    return path
+
+
 def main(out_dir: Path) -> list[Path]:
     panels = [(json.loads((ROLLOUTS / f"{name}.json").read_text()), title) for name, title in PANELS
               if (ROLLOUTS / f"{name}.json").is_file()]
@@ -164,4 +206,4 @@ def main(out_dir: Path) -> list[Path]:
         fig.tight_layout()
         path = out_dir / "stitching_rollouts.png"
         plots.save_figure(fig, path)
-        return [path, budget_figure(out_dir), advantages_figure(out_dir)]
+        return [path, budget_figure(out_dir), advantages_figure(out_dir), extraction_figure(out_dir)]
