@@ -71,6 +71,7 @@ def extract_loaded(loaded, data, setting: str, steps: int, eval_every: int, prec
     import torch
 
     from minirl import maze, runs
+    from minirl.devices import resolve_precision
     from minirl.evaluation import run_episodes
     from minirl.train import train
     cfg, name, seed = loaded.settings["config"], loaded.settings["dataset"], loaded.settings["seed"]
@@ -95,7 +96,8 @@ def extract_loaded(loaded, data, setting: str, steps: int, eval_every: int, prec
                       keep_states=True)
     ends = np.stack([s[-1, :2] for s in ep["states"]])[~ep["successes"]]
     return {"dataset": name, "seed": seed, "critic_steps": loaded.step, "setting": setting,
-            "fields": SETTINGS[setting], "actor_steps": steps, "precision": precision, "episodes": episodes,
+            "fields": SETTINGS[setting], "actor_steps": steps, "precision": resolve_precision(precision, "cpu"),
+            "episodes": episodes,
             "evals": [{"step": e["step"], "success_rate": e["success_rate"]} for e in log["eval"]],
             "final_success_rate": float(ep["successes"].mean()),
             "failure_end_cells": sorted({tuple(int(x) for x in lay.cell(e)) for e in ends}),

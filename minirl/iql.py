@@ -21,7 +21,8 @@ The actor is then extracted by advantage-weighted regression: beta -> 0 is behav
 only the best dataset actions; the clamp keeps one outlier advantage from dominating a batch. AWR's weights depend
 on the *spread* of the advantages at a state, DDPG+BC's step on the *direction* of Q's gradient in the action: where
 the advantages differ little (far from the goal of a -1-per-step task, where every value is discounted) AWR's
-weights are nearly equal and it clones the data's mean action, while DDPG+BC's normalised step does not shrink.
+weights differ little and its target is close to the data's mean action, while DDPG+BC's normalised step does not
+shrink there.
 Neither V nor Q ever sees the policy, so the extraction can also run after the value functions are trained
 (:meth:`IQL.extract`; the paper's Algorithm 1 writes the extraction as a loop after the value learning).
 
