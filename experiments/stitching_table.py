@@ -140,7 +140,7 @@ def render(table: dict, running: int) -> str:
                         if method not in ("bc", "10%bc") and "10%bc" in final else "")
             last_10 = (difference(last5[method], last5["10%bc"])
                        if method not in ("bc", "10%bc") and "10%bc" in last5 else "")
-            lines.append(f"| {dataset} | {NAMES.get(method, method)} | {len(final[method])} | {mean_ci(final[method])} | "
+            lines.append(f"| {dataset} | {label_name(method)} | {len(final[method])} | {mean_ci(final[method])} | "
                          f"{minus_bc} | {minus_10} | {mean_ci(last5[method])} | {last_10} |")
     unit = ("Mazes: success rate in % over 50 episodes; Hopper: normalised score. Differences are over seeds "
             "(`plots.difference_ci`); above/below: the 95% interval excludes 0.")

@@ -46,7 +46,7 @@ def test_one_seed_says_so_and_a_difference_needs_two(tmp_path):
     fake_run(tmp_path, "iql-layer_norm=True", "hopper-full-replay", 0, [90.0])  # a variant's label gets its rows
     text = stitching_table.render(*stitching_table.collect(tmp_path))
     assert "80.0 (one seed)" in text and "fewer than 2 seeds" in text
-    assert "| hopper-full-replay | iql-layer_norm=True | 1 | 90.0 (one seed) |" in text
+    assert "| hopper-full-replay | IQL (LayerNorm) | 1 | 90.0 (one seed) |" in text
 
 
 def test_evals_lists_every_evaluation_of_each_run_of_one_dataset_training_ones_marked(tmp_path):
