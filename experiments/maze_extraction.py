@@ -3,6 +3,7 @@
     python experiments/maze_extraction.py --default                  # the three 300,000-step IQL (LayerNorm) seeds
     python experiments/maze_extraction.py RUN_DIR ... --steps 100000 --eval-every 10000 --settings ddpg_bc
     python experiments/maze_extraction.py --summary                  # print the table of what was written
+    python experiments/maze_extraction.py RUN_DIR --out DIR          # a run still training: its latest checkpoint
 
 IQL's value functions never see its policy: V regresses to an expectile of the target critics at the data's actions
 and Q to r + gamma V(s'). So the critics of a finished run are the same whatever actor was trained beside them (the
@@ -139,7 +140,8 @@ def summary(out: Path) -> str:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("runs", nargs="*", type=Path, help="finished IQL runs on a maze (with agent.pt)")
+    p.add_argument("runs", nargs="*", type=Path,
+                   help="IQL runs on a maze: finished (agent.pt) or training (their latest checkpoint.pt)")
     p.add_argument("--default", action="store_true", help="the 300,000-step IQL (LayerNorm) runs of stitch task 1")
     p.add_argument("--settings", nargs="+", choices=list(SETTINGS), default=list(SETTINGS), metavar="SETTING",
                    help=f"extractions to train (default: all of {', '.join(SETTINGS)})")
@@ -161,8 +163,8 @@ def main(argv=None) -> int:
     if not found:
         p.error("name RUN_DIRs or --default")
     for r in found:
-        if not (r / "agent.pt").is_file():
-            p.error(f"{r}: no agent.pt (a finished run keeps one)")
+        if not (r / "agent.pt").is_file() and not (r / "checkpoint.pt").is_file():
+            p.error(f"{r}: no agent.pt (a finished run keeps one) nor checkpoint.pt (a run still training)")
     cache: dict = {}
     for setting in a.settings:
         for r in found:
