@@ -80,7 +80,10 @@ IQL_LN="$MAZE --algos iql --set layer_norm=true --batch-seeds"
 # stitch and navigate, then task 2, then tasks 3-5. The beta = 100 seeds 1-2 wait behind it (the same question, now
 # answered on three seeds' fixed critics by maze_extraction.py). At 50,000 steps the concurrent IQL with DDPG+BC had
 # 0% on stitch task 1 through 35,000 steps in all three seeds (the critics are not good yet: its first successes with
-# AWR came at 100,000), so (01:05) the 300,000-step run with DDPG+BC, seed 0 first, comes right after it.
+# AWR came at 100,000), so (01:05) the 300,000-step run with DDPG+BC, seed 0 first, comes right after it. Seed 0
+# reached the goal in all 50 episodes at 5 of its first 10 evaluations (AWR's two runs: 1 of 10), and new DDPG+BC actors
+# on seed 0's critics from 175,000 to 225,000 steps in every episode where new AWR actors failed at two of three, so
+# (02:30) its seeds 1-2 at 300,000 steps come next, before the 50,000-step grid.
 IQL_DB="$IQL_LN --set extraction=ddpg_bc --set actor=deterministic --set alpha=0.0015"
 lane0=(
   "$MAZE --algos bc 10%bc iql --datasets $FIRST --seeds 0 1 2"
@@ -91,8 +94,8 @@ lane0=(
   "$LONG --algos bc 10%bc --datasets pointmaze-medium-stitch-singletask-task1 --seeds 0 1 2 --batch-seeds"
   "$IQL_DB --datasets pointmaze-medium-stitch-singletask-task1 --seeds 0 1 2"
   "$LONG_IQL --set extraction=ddpg_bc --set actor=deterministic --set alpha=0.0015 --datasets pointmaze-medium-stitch-singletask-task1 --seeds 0"
-  "$IQL_DB --datasets pointmaze-medium-navigate-singletask-task1 --seeds 0 1 2"
   "$LONG_IQL --set extraction=ddpg_bc --set actor=deterministic --set alpha=0.0015 --datasets pointmaze-medium-stitch-singletask-task1 --seeds 1 2"
+  "$IQL_DB --datasets pointmaze-medium-navigate-singletask-task1 --seeds 0 1 2"
   "$IQL_DB --datasets pointmaze-medium-stitch-singletask-task2 pointmaze-medium-navigate-singletask-task2 --seeds 0 1 2"
   "$IQL_DB --datasets $STITCH --seeds 0 1 2"
   "$MAZE --algos bc 10%bc --datasets $STITCH --seeds 0 1 2"
