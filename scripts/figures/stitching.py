@@ -153,11 +153,20 @@ def advantages_figure(out_dir: Path) -> Path:
     return path
 
 
+OVER_TIME = {  # seed 0 of stitch task 1: the runs (actors trained beside the critics) and new actors on their critics
+    "iql-layer_norm=True": ("AWR, β 10, beside the critics (cosine learning rate)", "tab:green", "-"),
+    "iql-cosine_actor_lr=False-layer_norm=True": ("AWR, β 10, beside the critics (constant rate)", "tab:green", ":"),
+    "iql-actor=deterministic-alpha=0.0015-extraction=ddpg_bc-layer_norm=True": ("DDPG+BC, beside the critics",
+                                                                                 "tab:blue", "-"),
+}
+
+
 def extraction_figure(out_dir: Path) -> Path:
-    """Success against actor steps of fresh actors trained on the 300,000-step runs' final critics, held fixed
-    (experiments/maze_extraction.py): each seed thin, the mean over seeds thick; dashed, the final success of the
-    actors trained beside those critics (the runs themselves)."""
-    fig, ax = plt.subplots(figsize=(7.5, 4.6))
+    """Left: success against actor steps of new actors trained on the 300,000-step runs' final critics, held fixed
+    (experiments/maze_extraction.py), each seed thin, the mean over seeds thick, and dashed the final success of the
+    actors trained beside those critics. Right, seed 0: success of the runs against their steps, and of new actors
+    trained for 10,000 steps on the critics of a given step (squares)."""
+    fig, (left, right) = plt.subplots(1, 2, figsize=(12.5, 5.0))
     drawn = 0
     for setting, (name, color) in EXTRACTIONS.items():
         runs = [json.loads(f.read_text()) for f in sorted((EXTRACTION / setting).glob("s*.json"))]
@@ -167,24 +176,41 @@ def extraction_figure(out_dir: Path) -> Path:
         success = np.array([[100 * e["success_rate"] for e in r["evals"]] for r in runs])
         offset = (drawn - 1) * 300  # keep lines that sit on top of each other at 100% apart
         for row in success:
-            ax.plot(np.array(steps) + offset, row, color=color, lw=0.8, alpha=0.45)
-        ax.plot(np.array(steps) + offset, success.mean(0), marker="o", color=color, lw=2.2, ms=4,
-                label=f"{name}: a new actor, mean of {len(runs)} seeds (thin: each seed)")
+            left.plot(np.array(steps) + offset, row, color=color, lw=0.8, alpha=0.45)
+        left.plot(np.array(steps) + offset, success.mean(0), marker="o", color=color, lw=2.2, ms=4,
+                  label=f"{name}: mean of {len(runs)} seeds (thin: each)")
         drawn += 1
     if not drawn:
         raise FileNotFoundError(f"no results under {EXTRACTION.relative_to(ROOT)}: run "
                                 "python experiments/maze_extraction.py --default first")
     beside = [c["success"][-1] for c in success_curves("iql-layer_norm=True") if c["finished"]]
     if beside:
-        ax.axhline(np.mean(beside), color="tab:green", ls="--", lw=1.5,
-                   label=f"AWR, β 10, trained beside the critics: {np.mean(beside):.0f}% at 300,000 steps "
-                         f"(mean of {len(beside)} seeds)")
-    ax.set_xlabel("steps of the new actor (the critics fixed after 300,000 steps)")
-    ax.set_ylabel("success rate, % of 50 episodes")
-    ax.set_ylim(-4, 104)
-    ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: f"{x / 1000:.0f}k"))
-    ax.set_title("pointmaze-medium-stitch, task 1: the same critics, new actors", fontsize=10)
-    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=1, frameon=False)
+        left.axhline(np.mean(beside), color="tab:green", ls="--", lw=1.5,
+                     label=f"AWR, β 10, trained beside them: {np.mean(beside):.0f}% (mean of {len(beside)} seeds)")
+    left.set_xlabel("steps of the new actor")
+    left.set_ylabel("success rate, % of 50 episodes")
+    left.xaxis.set_major_formatter(FuncFormatter(lambda x, _: f"{x / 1000:.0f}k"))
+    left.set_title("new actors on the critics after 300,000 steps", fontsize=10)
+    for label, (name, color, ls) in OVER_TIME.items():
+        curve = next((c for c in success_curves(label) if c["seed"] == 0), None)
+        if curve:
+            note = "" if curve["finished"] else f" (to {curve['step'][-1]:,} steps)"
+            right.plot(curve["step"], curve["success"], color=color, ls=ls, lw=1.6, marker="o", ms=3,
+                       label=name + note)
+    for setting, (name, color) in EXTRACTIONS.items():
+        points = sorted((r["critic_steps"], 100 * r["evals"][-1]["success_rate"]) for r in
+                        (json.loads(f.read_text()) for f in EXTRACTION.glob(f"over-time/*/{setting}/s0.json")))
+        if points:
+            x, y = zip(*points)
+            right.plot(np.array(x) + (2500 if setting == "ddpg_bc" else 0), y, "s", color=color, ms=8, mfc="none",
+                       mew=2, label=f"{name}: a new actor on the critics of that step")
+    right.set_xlabel("gradient steps of the run (its critics)")
+    right.xaxis.set_major_formatter(FuncFormatter(lambda x, _: f"{x / 1000:.0f}k"))
+    right.set_title("seed 0: beside the critics, and new actors on them", fontsize=10)
+    for ax in (left, right):
+        ax.set_ylim(-4, 104)
+        ax.legend(fontsize=7.5, loc="upper center", bbox_to_anchor=(0.5, -0.14), frameon=False)
+    fig.suptitle("pointmaze-medium-stitch, task 1: IQL's critics and its policy extraction", fontsize=11)
     fig.tight_layout()
     path = out_dir / "stitching_extraction.png"
     plots.save_figure(fig, path)
