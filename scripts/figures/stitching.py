@@ -203,7 +203,7 @@ def extraction_figure(out_dir: Path) -> Path:
         if points:
             x, y = zip(*points)
             right.plot(np.array(x) + (2500 if setting == "ddpg_bc" else 0), y, "s", color=color, ms=8, mfc="none",
-                       mew=2, label=f"{name}: a new actor on the critics of that step")
+                       mew=2, label=f"{name}: a new actor on the AWR runs' critics of that step")
     right.set_xlabel("gradient steps of the run (its critics)")
     right.xaxis.set_major_formatter(FuncFormatter(lambda x, _: f"{x / 1000:.0f}k"))
     right.set_title("seed 0: beside the critics, and new actors on them", fontsize=10)
