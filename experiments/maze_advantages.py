@@ -122,9 +122,13 @@ def main(argv=None) -> int:
     found = (DEFAULT if a.default else []) + [r.resolve() for r in a.runs]
     if not found:
         p.error("name RUN_DIRs or --default")
+    from minirl import runs
+    from minirl.config import UserError
     for r in found:
-        if not (r / "agent.pt").is_file() and not (r / "checkpoint.pt").is_file():
-            p.error(f"{r}: no agent.pt (a finished run_suite run keeps one) nor checkpoint.pt")
+        try:
+            runs.saved_agent(r)
+        except UserError as e:
+            p.error(str(e))
     cache: dict = {}
     results = [analyse(r, cache) for r in found]
     a.out.parent.mkdir(parents=True, exist_ok=True)

@@ -85,7 +85,13 @@ IQL_LN="$MAZE --algos iql --set layer_norm=true --batch-seeds"
 # on seed 0's critics from 175,000 to 225,000 steps in every episode where new AWR actors failed at two of three, so
 # (02:30) its seeds 1-2 at 300,000 steps come next, before the 50,000-step grid.
 IQL_DB="$IQL_LN --set extraction=ddpg_bc --set actor=deterministic --set alpha=0.0015"
+# The machine came back new on 2026-11-28 03:51 (checkpoints, outside git, lost; a CPU of another family, family 26
+# model 2 where the runs before had family 25 model 17, which makes the maze trajectories differ from
+# minirl.maze.CHECKSUMS: the same recipe, another dataset, recorded in each run's config.json). DDPG+BC seeds 1 and 2
+# at 300,000 steps had reached 9,000; they start again, one seed per lane (a batch of one, as seed 0 ran), first.
+DB_LONG="$LONG_IQL --set extraction=ddpg_bc --set actor=deterministic --set alpha=0.0015 --datasets pointmaze-medium-stitch-singletask-task1"
 lane0=(
+  "$DB_LONG --seeds 1"
   "$MAZE --algos bc 10%bc iql --datasets $FIRST --seeds 0 1 2"
   "$MAZE --algos bc 10%bc iql --datasets $FIRST_NAVIGATE --seeds 0 1 2"
   "$ROLLOUT_AGENTS --datasets pointmaze-medium-stitch-singletask-task1 pointmaze-medium-navigate-singletask-task1"
@@ -134,6 +140,7 @@ lane0=(
 # the concurrent run should reach the goal at most evaluations from 150,000 steps on (it lagged); if instead it
 # swings as much as the cosine run did (seed 0: 100, 24, ... %), the actor is tracking the critics' noise.
 lane1=(
+  "$DB_LONG --seeds 2"
   "$LONG --algos iql --set layer_norm=true --set cosine_actor_lr=false --datasets pointmaze-medium-stitch-singletask-task1 --seeds 0"
   "$LONG --algos iql --set layer_norm=true --datasets pointmaze-medium-stitch-singletask-task1 --seeds 1 2 --batch-seeds"
   "$LONG --algos cql --datasets pointmaze-medium-stitch-singletask-task1 --seeds 0"

@@ -197,11 +197,12 @@ class IQL:
         cfg = self.cfg
         return cosine_lr(self.t, cfg.max_steps, cfg.actor_lr) if cfg.cosine_actor_lr else cfg.actor_lr
 
-    def actor_nll(self, obs: torch.Tensor, act: torch.Tensor) -> torch.Tensor:
-        """Per-sample ``-log pi(a|s)`` (Gaussian) or ``||pi(s) - a||^2`` (deterministic), shape ``(B,)``."""
+    def actor_nll(self, obs: torch.Tensor, act: torch.Tensor, pi: torch.Tensor | None = None) -> torch.Tensor:
+        """Per-sample ``-log pi(a|s)`` (Gaussian) or ``||pi(s) - a||^2`` (deterministic), shape ``(B,)``; ``pi``: the
+        deterministic actor's ``pi(s)`` where the caller has it already."""
         if self.cfg.actor == "gaussian":
             return -self.actor.log_prob(obs, act)
-        return ((self.actor(obs) - act) ** 2).sum(-1)
+        return ((self.actor(obs) if pi is None else pi) - act).pow(2).sum(-1)
 
     def update(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         cfg = self.cfg
@@ -249,7 +250,7 @@ class IQL:
         else:  # DDPG+BC: the target critics at the policy's action (they take no gradient step from it)
             pi = self.actor(obs)
             q_pi = value_target(self.critic_target(obs, pi))
-            loss_pi = ddpg_bc_actor_loss(q_pi, ((pi - act) ** 2).sum(-1), cfg.alpha)
+            loss_pi = ddpg_bc_actor_loss(q_pi, self.actor_nll(obs, act, pi), cfg.alpha)
             logs = {"q_pi": q_pi.detach().mean()}
         lr = self.actor_lr()
         set_lr(self.actor_opt, lr)

@@ -507,6 +507,17 @@ class LoadedAgent:
         return {"returns": returns, "scores": normalized_score(self.task, returns)}
 
 
+def saved_agent(run_dir: str | os.PathLike) -> Path:
+    """The weights :func:`load_agent` reads from ``run_dir``: ``agent.pt`` (a finished run keeps it) or, for a run
+    still training or interrupted, its latest ``checkpoint.pt``; a :class:`UserError` naming the folder if neither."""
+    run_dir = Path(run_dir)
+    weights = next((run_dir / n for n in ("agent.pt", "checkpoint.pt") if (run_dir / n).exists()), None)
+    if weights is None:
+        raise UserError(f"{run_dir} has no agent.pt (nor checkpoint.pt): its run saved no agent yet (both stay out "
+                        f"of git: a run made on another machine must be trained again here)")
+    return weights
+
+
 def load_agent(run_dir: str | os.PathLike, device: str = "cpu") -> LoadedAgent:
     """Rebuild the agent a run trained, from ``run_dir/config.json`` and ``run_dir/agent.pt`` (or, for a run that
     was interrupted, its latest ``checkpoint.pt``). The networks' sizes come from the environment named by the
@@ -516,9 +527,7 @@ def load_agent(run_dir: str | os.PathLike, device: str = "cpu") -> LoadedAgent:
     if not (run_dir / "config.json").is_file():
         raise UserError(f"{run_dir} is not a run directory (no config.json); `python -m minirl train ... --out DIR` "
                         f"makes one")
-    weights = next((run_dir / n for n in ("agent.pt", "checkpoint.pt") if (run_dir / n).exists()), None)
-    if weights is None:
-        raise UserError(f"{run_dir} has no agent.pt (nor checkpoint.pt): its run saved no agent yet")
+    weights = saved_agent(run_dir)
     try:
         settings = json.loads((run_dir / "config.json").read_text())
         algo, dataset, fields = settings["algo"], settings["dataset"], settings["config"]

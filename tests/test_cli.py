@@ -370,6 +370,9 @@ def test_a_damaged_agent_or_dataset_cache_is_one_line_naming_the_file(cli, monke
     (tmp_path / "run" / "agent.pt").write_bytes(b"\x80\x04 half a pickle")
     code, _, err = cli("evaluate", tmp_path / "run")
     assert code == 2 and err.count("\n") == 1 and "agent.pt is damaged" in err, err
+    (tmp_path / "run" / "agent.pt").unlink()  # a run folder brought from another machine: git keeps no weights
+    code, _, err = cli("evaluate", tmp_path / "run")
+    assert code == 2 and err.count("\n") == 1 and "has no agent.pt (nor checkpoint.pt)" in err, err
 
 
 # ----------------------------------------------------------------------------------------------------------------
