@@ -90,8 +90,12 @@ IQL_DB="$IQL_LN --set extraction=ddpg_bc --set actor=deterministic --set alpha=0
 # minirl.maze.CHECKSUMS: the same recipe, another dataset, recorded in each run's config.json). DDPG+BC seeds 1 and 2
 # at 300,000 steps had reached 9,000; they start again, one seed per lane (a batch of one, as seed 0 ran), first.
 DB_LONG="$LONG_IQL --set extraction=ddpg_bc --set actor=deterministic --set alpha=0.0015 --datasets pointmaze-medium-stitch-singletask-task1"
+# Then (04:30) stitch task 2 at the same 300,000 steps: IQL with DDPG+BC, its three seeds as one batch, in lane 0,
+# and BC and 10%BC in lane 1, before CQL's 300,000-step run again.
+DB_LONG_TASK2="$LONG_IQL --set extraction=ddpg_bc --set actor=deterministic --set alpha=0.0015 --datasets pointmaze-medium-stitch-singletask-task2"
 lane0=(
   "$DB_LONG --seeds 1"
+  "$DB_LONG_TASK2 --seeds 0 1 2"
   "$MAZE --algos bc 10%bc iql --datasets $FIRST --seeds 0 1 2"
   "$MAZE --algos bc 10%bc iql --datasets $FIRST_NAVIGATE --seeds 0 1 2"
   "$ROLLOUT_AGENTS --datasets pointmaze-medium-stitch-singletask-task1 pointmaze-medium-navigate-singletask-task1"
@@ -141,6 +145,7 @@ lane0=(
 # swings as much as the cosine run did (seed 0: 100, 24, ... %), the actor is tracking the critics' noise.
 lane1=(
   "$DB_LONG --seeds 2"
+  "$LONG --algos bc 10%bc --datasets pointmaze-medium-stitch-singletask-task2 --seeds 0 1 2 --batch-seeds"
   "$LONG --algos iql --set layer_norm=true --set cosine_actor_lr=false --datasets pointmaze-medium-stitch-singletask-task1 --seeds 0"
   "$LONG --algos iql --set layer_norm=true --datasets pointmaze-medium-stitch-singletask-task1 --seeds 1 2 --batch-seeds"
   "$LONG --algos cql --datasets pointmaze-medium-stitch-singletask-task1 --seeds 0"

@@ -29,7 +29,9 @@ EXTRACTION = ROOT / "results" / "stitching-extraction"
 EXTRACTIONS = {"awr_beta10": ("AWR, β 10 (the runs' own)", "tab:green"), "awr_beta100": ("AWR, β 100", "tab:olive"),
                "ddpg_bc": ("DDPG+BC, α 0.0015", "tab:blue")}
 BUDGET_TASK = "pointmaze-medium-stitch-singletask-task1"
-BUDGET_LABELS = {"iql-layer_norm=True": ("IQL with LayerNorm", "tab:green"), "bc": ("BC", "tab:blue"),
+DDPG_BC_RUN = "iql-actor=deterministic-alpha=0.0015-extraction=ddpg_bc-layer_norm=True"
+BUDGET_LABELS = {"iql-layer_norm=True": ("IQL with LayerNorm (AWR)", "tab:green"),
+                 DDPG_BC_RUN: ("IQL with LayerNorm, DDPG+BC", "tab:purple"), "bc": ("BC", "tab:blue"),
                  "10%bc": ("10%BC", "tab:orange")}
 PANELS = (("pointmaze-medium-stitch-singletask-task1", "stitch task 1: short trajectories, none from start to goal"),
           ("pointmaze-medium-navigate-singletask-task1", "navigate task 1 (the control): long goal-reaching runs"))
@@ -156,8 +158,7 @@ def advantages_figure(out_dir: Path) -> Path:
 OVER_TIME = {  # seed 0 of stitch task 1: the runs (actors trained beside the critics) and new actors on their critics
     "iql-layer_norm=True": ("AWR, β 10, beside the critics (cosine learning rate)", "tab:green", "-"),
     "iql-cosine_actor_lr=False-layer_norm=True": ("AWR, β 10, beside the critics (constant rate)", "tab:green", ":"),
-    "iql-actor=deterministic-alpha=0.0015-extraction=ddpg_bc-layer_norm=True": ("DDPG+BC, beside the critics",
-                                                                                 "tab:blue", "-"),
+    DDPG_BC_RUN: ("DDPG+BC, beside the critics", "tab:blue", "-"),
 }
 
 
@@ -183,10 +184,12 @@ def extraction_figure(out_dir: Path) -> Path:
     if not drawn:
         raise FileNotFoundError(f"no results under {EXTRACTION.relative_to(ROOT)}: run "
                                 "python experiments/maze_extraction.py --default first")
-    beside = [c["success"][-1] for c in success_curves("iql-layer_norm=True") if c["finished"]]
-    if beside:
-        left.axhline(np.mean(beside), color="tab:green", ls="--", lw=1.5,
-                     label=f"AWR, β 10, trained beside them: {np.mean(beside):.0f}% (mean of {len(beside)} seeds)")
+    for label, name, color in (("iql-layer_norm=True", "AWR, β 10, trained beside them", "tab:green"),
+                               (DDPG_BC_RUN, "DDPG+BC, trained beside its own critics", "tab:blue")):
+        beside = [c["success"][-1] for c in success_curves(label) if c["finished"]]
+        if beside:
+            left.axhline(np.mean(beside), color=color, ls="--", lw=1.5,
+                         label=f"{name}: {np.mean(beside):.0f}% (mean of {len(beside)} seeds)")
     left.set_xlabel("steps of the new actor")
     left.set_ylabel("success rate, % of 50 episodes")
     left.xaxis.set_major_formatter(FuncFormatter(lambda x, _: f"{x / 1000:.0f}k"))
