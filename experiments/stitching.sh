@@ -91,7 +91,9 @@ IQL_DB="$IQL_LN --set extraction=ddpg_bc --set actor=deterministic --set alpha=0
 # at 300,000 steps had reached 9,000; they start again, one seed per lane (a batch of one, as seed 0 ran), first.
 DB_LONG="$LONG_IQL --set extraction=ddpg_bc --set actor=deterministic --set alpha=0.0015 --datasets pointmaze-medium-stitch-singletask-task1"
 # Then (04:30) stitch task 2 at the same 300,000 steps: IQL with DDPG+BC, its three seeds as one batch, in lane 0,
-# and BC and 10%BC in lane 1, before CQL's 300,000-step run again.
+# and BC and 10%BC in lane 1, before CQL's 300,000-step run again. Written before they ran: seeds 1 and 2 of DDPG+BC on
+# task 1 ended at 42% and 100% (three seeds 59.3%, AWR's 34.0%), so the maze runs' IQL extracts with DDPG+BC from
+# here on. Predicted: on task 2, IQL above BC and 10%BC (0% on task 1) at the final evaluation in at least 2 of 3 seeds.
 DB_LONG_TASK2="$LONG_IQL --set extraction=ddpg_bc --set actor=deterministic --set alpha=0.0015 --datasets pointmaze-medium-stitch-singletask-task2"
 lane0=(
   "$DB_LONG --seeds 1"
