@@ -97,10 +97,23 @@ DB_LONG="$LONG_IQL --set extraction=ddpg_bc --set actor=deterministic --set alph
 DB_LONG_TASK2="$LONG_IQL --set extraction=ddpg_bc --set actor=deterministic --set alpha=0.0015 --datasets pointmaze-medium-stitch-singletask-task2"
 # The batch of three ran 36 steps/s on this CPU (108 seed-updates/s), no faster than one seed alone (109): from 04:58
 # each seed runs alone, seeds 0 and 2 in lane 0 and seed 1 in lane 1, so that all three can finish in this session.
+# The maze grid from here (written 2026-11-28 05:25, for the lanes' next start): every method at 300,000 steps, IQL
+# with LayerNorm and DDPG+BC, each IQL seed alone (about 50 minutes with its evaluations on this CPU), BC and 10%BC
+# three seeds as one batch (about 20 minutes each). Lane 0: the navigate control, task 1, then stitch tasks 3-5. Lane 1:
+# CQL and BCQ on stitch task 1 (does CQL's divergence recur on this machine's data?), then IQL's one-step control
+# (expectile 0.5) with DDPG+BC on stitch task 1. The older entries below stay for the runs they made.
+DB="$LONG_IQL --set extraction=ddpg_bc --set actor=deterministic --set alpha=0.0015"
+grid_tasks() {  # grid_tasks KIND TASK: the 300,000-step grid's IQL seeds one by one, then BC and 10%BC
+  local d="pointmaze-medium-$1-singletask-task$2"
+  printf '%s\n' "$DB --datasets $d --seeds 0" "$DB --datasets $d --seeds 1" "$DB --datasets $d --seeds 2" \
+    "$LONG --algos bc 10%bc --datasets $d --seeds 0 1 2 --batch-seeds"
+}
+mapfile -t GRID0 < <(grid_tasks navigate 1; grid_tasks stitch 3; grid_tasks stitch 4; grid_tasks stitch 5)
 lane0=(
   "$DB_LONG --seeds 1"
   "$DB_LONG_TASK2 --seeds 0"
   "$DB_LONG_TASK2 --seeds 2"
+  "${GRID0[@]}"
   "$MAZE --algos bc 10%bc iql --datasets $FIRST --seeds 0 1 2"
   "$MAZE --algos bc 10%bc iql --datasets $FIRST_NAVIGATE --seeds 0 1 2"
   "$ROLLOUT_AGENTS --datasets pointmaze-medium-stitch-singletask-task1 pointmaze-medium-navigate-singletask-task1"
@@ -152,6 +165,11 @@ lane1=(
   "$DB_LONG --seeds 2"
   "$LONG --algos bc 10%bc --datasets pointmaze-medium-stitch-singletask-task2 --seeds 0 1 2 --batch-seeds"
   "$DB_LONG_TASK2 --seeds 1"
+  "$LONG --algos cql --datasets pointmaze-medium-stitch-singletask-task1 --seeds 0"
+  "$LONG --algos bcq --datasets pointmaze-medium-stitch-singletask-task1 --seeds 0"
+  "$DB --set expectile=0.5 --datasets pointmaze-medium-stitch-singletask-task1 --seeds 0"
+  "$DB --set expectile=0.5 --datasets pointmaze-medium-stitch-singletask-task1 --seeds 1"
+  "$DB --set expectile=0.5 --datasets pointmaze-medium-stitch-singletask-task1 --seeds 2"
   "$LONG --algos iql --set layer_norm=true --set cosine_actor_lr=false --datasets pointmaze-medium-stitch-singletask-task1 --seeds 0"
   "$LONG --algos iql --set layer_norm=true --datasets pointmaze-medium-stitch-singletask-task1 --seeds 1 2 --batch-seeds"
   "$LONG --algos cql --datasets pointmaze-medium-stitch-singletask-task1 --seeds 0"
