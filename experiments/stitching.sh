@@ -84,17 +84,19 @@ IQL_LN="$MAZE --algos iql --set layer_norm=true --batch-seeds"
 # reached the goal in all 50 episodes at 5 of its first 10 evaluations (AWR's two runs: 1 of 10), and new DDPG+BC actors
 # on seed 0's critics from 175,000 to 225,000 steps in every episode where new AWR actors failed at two of three, so
 # (02:30) its seeds 1-2 at 300,000 steps come next, before the 50,000-step grid.
-IQL_DB="$IQL_LN --set extraction=ddpg_bc --set actor=deterministic --set alpha=0.0015"
+DDPG_BC="--set extraction=ddpg_bc --set actor=deterministic --set alpha=0.0015"  # OGBench's extraction (its alpha 0.003)
+IQL_DB="$IQL_LN $DDPG_BC"
 # The machine came back new on 2026-11-28 03:51 (checkpoints, outside git, lost; a CPU of another family, family 26
 # model 2 where the runs before had family 25 model 17, which makes the maze trajectories differ from
 # minirl.maze.CHECKSUMS: the same recipe, another dataset, recorded in each run's config.json). DDPG+BC seeds 1 and 2
 # at 300,000 steps had reached 9,000; they start again, one seed per lane (a batch of one, as seed 0 ran), first.
-DB_LONG="$LONG_IQL --set extraction=ddpg_bc --set actor=deterministic --set alpha=0.0015 --datasets pointmaze-medium-stitch-singletask-task1"
+DB="$LONG_IQL $DDPG_BC"   # the maze grid's IQL at 300,000 steps
+DB_LONG="$DB --datasets pointmaze-medium-stitch-singletask-task1"
 # Then (04:30) stitch task 2 at the same 300,000 steps: IQL with DDPG+BC, its three seeds as one batch, in lane 0,
 # and BC and 10%BC in lane 1, before CQL's 300,000-step run again. Written before they ran: seeds 1 and 2 of DDPG+BC on
 # task 1 ended at 42% and 100% (three seeds 59.3%, AWR's 34.0%), so the maze runs' IQL extracts with DDPG+BC from
 # here on. Predicted: on task 2, IQL above BC and 10%BC (0% on task 1) at the final evaluation in at least 2 of 3 seeds.
-DB_LONG_TASK2="$LONG_IQL --set extraction=ddpg_bc --set actor=deterministic --set alpha=0.0015 --datasets pointmaze-medium-stitch-singletask-task2"
+DB_LONG_TASK2="$DB --datasets pointmaze-medium-stitch-singletask-task2"
 # The batch of three ran 36 steps/s on this CPU (108 seed-updates/s), no faster than one seed alone (109): from 04:58
 # each seed runs alone, seeds 0 and 2 in lane 0 and seed 1 in lane 1, so that all three can finish in this session.
 # The maze grid from here (written 2026-11-28 05:25, for the lanes' next start): every method at 300,000 steps, IQL
@@ -102,7 +104,6 @@ DB_LONG_TASK2="$LONG_IQL --set extraction=ddpg_bc --set actor=deterministic --se
 # three seeds as one batch (about 20 minutes each). Lane 0: the navigate control, task 1, then stitch tasks 3-5. Lane 1:
 # CQL and BCQ on stitch task 1 (does CQL's divergence recur on this machine's data?), then IQL's one-step control
 # (expectile 0.5) with DDPG+BC on stitch task 1. The older entries below stay for the runs they made.
-DB="$LONG_IQL --set extraction=ddpg_bc --set actor=deterministic --set alpha=0.0015"
 grid_tasks() {  # grid_tasks KIND TASK: the 300,000-step grid's IQL seeds one by one, then BC and 10%BC
   local d="pointmaze-medium-$1-singletask-task$2"
   printf '%s\n' "$DB --datasets $d --seeds 0" "$DB --datasets $d --seeds 1" "$DB --datasets $d --seeds 2" \
@@ -121,8 +122,8 @@ lane0=(
   "$BUDGET_PROBE --datasets pointmaze-medium-stitch-singletask-task1 --set layer_norm=true"
   "$LONG --algos bc 10%bc --datasets pointmaze-medium-stitch-singletask-task1 --seeds 0 1 2 --batch-seeds"
   "$IQL_DB --datasets pointmaze-medium-stitch-singletask-task1 --seeds 0 1 2"
-  "$LONG_IQL --set extraction=ddpg_bc --set actor=deterministic --set alpha=0.0015 --datasets pointmaze-medium-stitch-singletask-task1 --seeds 0"
-  "$LONG_IQL --set extraction=ddpg_bc --set actor=deterministic --set alpha=0.0015 --datasets pointmaze-medium-stitch-singletask-task1 --seeds 1 2"
+  "$DB_LONG --seeds 0"
+  "$DB_LONG --seeds 1 2"
   "$IQL_DB --datasets pointmaze-medium-navigate-singletask-task1 --seeds 0 1 2"
   "$IQL_DB --datasets pointmaze-medium-stitch-singletask-task2 pointmaze-medium-navigate-singletask-task2 --seeds 0 1 2"
   "$IQL_DB --datasets $STITCH --seeds 0 1 2"
