@@ -40,6 +40,7 @@ OUT = REPO / "results" / "stitching-diagnostics" / "advantages.json"
 DEFAULT = [REPO / "results" / "stitching-budget" / "iql-layer_norm=True" / "pointmaze-medium-stitch-singletask-task1"
            / f"s{s}" for s in range(3)]
 EPISODES = 50
+HOVER = 0.5  # within this of a cell's centre (an eighth of a cell's width): where trajectories hover
 
 
 def weighted_mean(actions: np.ndarray, adv: np.ndarray, beta: float, max_weight: float) -> np.ndarray:
@@ -52,11 +53,36 @@ def cosine(a: np.ndarray, b: np.ndarray) -> float:
     return float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b) + 1e-12))
 
 
+def hovering(agent, norm, obs: np.ndarray, act: np.ndarray, offset: np.ndarray, direction: np.ndarray,
+             alpha: float | None, scale: float | None) -> dict:
+    """The data at a cell's centre, where OGBench's stitch trajectories hover once at their goal cell: the share of the
+    cell's transitions within ``HOVER`` of its centre and the length of their mean action. For a DDPG+BC actor
+    (``alpha`` given), the two pulls on its action there, as the actor's loss gives them: the critics'
+    ``dQ/da / scale`` at ``a = pi(s)`` (``scale`` = the loss's E|Q(s, pi(s))|) and the data's ``2 alpha (a - pi(s))``,
+    each averaged over those transitions, with their lengths and their cosines with the path."""
+    import torch
+
+    from minirl.iql import value_target
+    near = offset < HOVER
+    out = {"hover_share": float(near.mean()),
+           "hover_mean_action": float(np.linalg.norm(act[near].mean(0))) if near.any() else None}
+    if alpha is None or not near.any():
+        return out
+    o = torch.as_tensor(obs[near] if norm is None else norm.transform(obs[near]), dtype=torch.float32)
+    pi = agent.actor(o, True).detach().requires_grad_(True)
+    push = torch.autograd.grad(value_target(agent.critic_target(o, pi)).sum(), pi)[0].numpy().mean(0) / scale
+    pull = (2.0 * alpha * (act[near] - pi.detach().numpy())).mean(0)
+    return out | {"critic_push": float(np.linalg.norm(push)), "critic_push_cos": cosine(push, direction),
+                  "data_pull": float(np.linalg.norm(pull)), "data_pull_cos": cosine(pull, direction),
+                  "net_cos": cosine(push + pull, direction)}
+
+
 def analyse(run_dir: Path, data_cache: dict) -> dict:
     import torch
 
     from minirl import datasets, runs
     from minirl.evaluation import run_episodes
+    from minirl.iql import value_target
     loaded = runs.load_agent(run_dir)
     agent, norm, cfg = loaded.agent, loaded.state_normalizer, loaded.settings["config"]
     if loaded.settings["algo"] != "iql" or cfg.get("reward_scale") is not None:
@@ -70,6 +96,14 @@ def analyse(run_dir: Path, data_cache: dict) -> dict:
     start, goal = lay.tasks[m.task - 1]
     path = lay.path(start, goal)
     cells = lay.cell(data.observations[:, :2])
+    ddpg_bc = cfg.get("extraction") == "ddpg_bc"
+    if ddpg_bc:  # DDPG+BC's normaliser: E|Q(s, pi(s))| over a batch of the data's states (here 4,096 of them)
+        pick = np.random.default_rng(0).choice(len(data.observations), 4096, replace=False)
+        sample = data.observations[pick]
+        with torch.no_grad():
+            s_t = torch.as_tensor(sample if norm is None else norm.transform(sample), dtype=torch.float32)
+            scale = float(value_target(agent.critic_target(s_t, agent.actor(s_t, True))).abs().mean())
+    offset = np.linalg.norm(data.observations[:, :2] - lay.center(cells), axis=1)  # from each row's cell's centre
     rows = []
     for k, c in enumerate(path[:-1]):
         inside = (cells[:, 0] == c[0]) & (cells[:, 1] == c[1])
@@ -88,7 +122,9 @@ def analyse(run_dir: Path, data_cache: dict) -> dict:
                      "data_action_length": float(np.linalg.norm(act, axis=1).mean()),
                      "awr_length": float(np.linalg.norm(awr)), "awr_cos": cosine(awr, direction),
                      "policy_length": float(np.linalg.norm(pi, axis=1).mean()),
-                     "policy_mean_length": float(np.linalg.norm(pi_mean)), "policy_cos": cosine(pi_mean, direction)})
+                     "policy_mean_length": float(np.linalg.norm(pi_mean)), "policy_cos": cosine(pi_mean, direction),
+                     **hovering(agent, norm, obs, act, offset[inside], direction, cfg["alpha"] if ddpg_bc else None,
+                                scale if ddpg_bc else None)})
     # the policy's action field over the start cell (a 9 x 9 grid), for the figure
     centre = lay.center(tuple(start))
     ticks = np.linspace(-0.45, 0.45, 9) * lay.unit
@@ -143,6 +179,17 @@ def main(argv=None) -> int:
             print(f"  {c['cells_to_goal']:>13} | {c['transitions']:>11,} | {c['adv_p5']:+.3f}..{c['adv_p95']:+.3f} | "
                   f"{c['beta_spread']:>13.2f} | {c['awr_length']:>9.2f} | {c['awr_cos']:>+14.2f} | "
                   f"{c['policy_mean_length']:>8.2f} | {c['policy_cos']:>+17.2f}")
+        if "critic_push" in r["cells"][0]:
+            print(f"  DDPG+BC at the cells' centres (within {HOVER}): the critics' push and the data's pull on pi(s)")
+            print("  cells to goal | share at centre | |data mean| | critics' push (cos) | data's pull (cos) | net cos")
+            for c in r["cells"]:
+                print(f"  {c['cells_to_goal']:>13} | {c['hover_share']:>15.2f} | {c['hover_mean_action']:>11.2f} | "
+                      f"{c['critic_push']:.4f} ({c['critic_push_cos']:+.2f}) | {c['data_pull']:.4f} "
+                      f"({c['data_pull_cos']:+.2f}) | {c['net_cos']:+.2f}")
+        near = np.linalg.norm(np.array(r["starts"]) - r["start_centre"], axis=1) < 2 * HOVER
+        won = np.array(r["successes"])
+        print(f"  episodes starting within {2 * HOVER} of the start cell's centre: {won[near].sum()} of {near.sum()} "
+              f"succeed; farther: {won[~near].sum()} of {(~near).sum()}")
     print(f"wrote {a.out}")
     return 0
 

@@ -23,6 +23,15 @@ set (the loss is normalised by the batch's mean |Q| and the BC weight is small),
 seed; whether it then reaches the goal depends on Q's argmax near the goal, which no extraction can mend. (A 2,000-step
 smoke test of ddpg_bc on seed 0, run next, reached the goal in all 50 episodes at 1,000 steps.)
 
+Second prediction, written before those runs (2026-11-28 07:20), for stitch task 2's three 300,000-step runs with
+DDPG+BC (``--out results/stitching-extraction-task2``): at the start cell's centre, where the stitch data hovers
+(``experiments/maze_advantages.py``: over half of each path cell's transitions lie within 0.5 of its centre, and their
+mean action is about 0), the critics' push on the action and the data's pull ``2 alpha (a - pi(s))`` measured equal
+(about 0.0015 each), so the action there settles near ``push / (2 alpha)``: about 0.5 long at alpha 0.0015, the
+full 1 at a third of it. ``ddpg_bc_low_alpha`` (alpha 0.0005) therefore ends above ``ddpg_bc`` (0.0015) in at least 2
+of the 3 seeds, and fewer of its failures end in the start cell; ``ddpg_bc`` on these fixed critics ends at or below
+25% in at least 2 of 3 seeds, as the runs did.
+
 Each (run, extraction) trains ``--steps`` actor steps (the actor's cosine schedule over them, batch 256, the run's
 seed for the actor's initialisation and the batches, the run's precision) and is evaluated OGBench's way, success
 over 50 episodes of the task, every ``--eval-every`` steps, the seeds of the run's own evaluations. The last
@@ -49,6 +58,7 @@ SETTINGS = {  # fixed before the runs: the IQLConfig fields each extraction chan
     "awr_beta10": {"extraction": "awr", "beta": 10.0},
     "awr_beta100": {"extraction": "awr", "beta": 100.0},
     "ddpg_bc": {"extraction": "ddpg_bc", "actor": "deterministic", "alpha": 0.0015},
+    "ddpg_bc_low_alpha": {"extraction": "ddpg_bc", "actor": "deterministic", "alpha": 0.0005},
 }
 EPISODES = 50
 
