@@ -169,13 +169,21 @@ lane0=(
 # alpha 0.0005 at 100% in all three seeds. The test in training, one seed, after CQL, predicted before the run: IQL
 # with DDPG+BC at alpha 0.0005 on stitch task 2 (seed 0) ends at 50% or above, and so does the mean of its last five
 # evaluations (alpha 0.0015, seeds 0/1/2: 2/22/18% final, 2.0/12.8/20.0% over the last five).
+# CQL on stitch task 1 at 300,000 steps diverged again on this machine's data (stopped at 77,000 steps on 2026-11-28
+# 07:55; logs in results/stitching-diagnostics/cql-300k-second/): the Lagrange multiplier alpha' rose from 1 to its
+# clamp, 1e6, by 40,000 steps, because the penalty's gap never fell below its target 0.8 (1.2 to 3.7); from then the
+# critics' loss is that penalty times 5e6, beside which the TD error has no weight, and the penalty does not see Q's
+# level (adding a constant to Q leaves logsumexp - Q_data unchanged), so the level drifted: mean Q on the data -361
+# at 35,000 steps, +778 at 76,000. The test, one seed, predicted before the run: CQL without the Lagrange multiplier
+# (alpha fixed at 5, lagrange=false) keeps Q at the start state inside the range returns allow, [-500, 5] with CQL's
+# rewards 10 r + 5, at every evaluation. No prediction on its success rate.
 DB_LOW_ALPHA="$LONG_IQL --set extraction=ddpg_bc --set actor=deterministic --set alpha=0.0005"
 lane1=(
   "$DB_LONG --seeds 2"
   "$LONG --algos bc 10%bc --datasets pointmaze-medium-stitch-singletask-task2 --seeds 0 1 2 --batch-seeds"
   "$DB_LONG_TASK2 --seeds 1"
-  "$LONG --algos cql --datasets pointmaze-medium-stitch-singletask-task1 --seeds 0"
   "$DB_LOW_ALPHA --datasets pointmaze-medium-stitch-singletask-task2 --seeds 0"
+  "$LONG --algos cql --set lagrange=false --datasets pointmaze-medium-stitch-singletask-task1 --seeds 0"
   "$LONG --algos bcq --datasets pointmaze-medium-stitch-singletask-task1 --seeds 0"
   "$DB --set expectile=0.5 --datasets pointmaze-medium-stitch-singletask-task1 --seeds 0"
   "$DB --set expectile=0.5 --datasets pointmaze-medium-stitch-singletask-task1 --seeds 1"
