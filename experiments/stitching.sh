@@ -170,7 +170,7 @@ lane0=(
 # with DDPG+BC at alpha 0.0005 on stitch task 2 (seed 0) ends at 50% or above, and so does the mean of its last five
 # evaluations (alpha 0.0015, seeds 0/1/2: 2/22/18% final, 2.0/12.8/20.0% over the last five).
 # CQL on stitch task 1 at 300,000 steps, rerun on this machine, repeated the first run's logs exactly (stopped at
-# 77,000 steps on 2026-11-28 07:55; logs in results/stitching-diagnostics/cql-300k-second/): the Lagrange multiplier alpha' rose from 1 to its
+# 77,000 steps on 2026-11-28 07:44; logs in results/stitching-diagnostics/cql-300k-second/): the Lagrange multiplier alpha' rose from 1 to its
 # clamp, 1e6, by 40,000 steps, because the penalty's gap never fell below its target 0.8 (1.2 to 3.7); from then the
 # critics' loss is that penalty times 5e6, beside which the TD error has no weight, and the penalty does not see Q's
 # level (adding a constant to Q leaves logsumexp - Q_data unchanged), so the level drifted: mean Q on the data -361
