@@ -44,3 +44,50 @@ def test_the_committed_diagnosis_says_what_the_chapter_reads():
         assert [c["cells_to_goal"] for c in r["cells"]] == list(range(10, 0, -1))
         assert spread[0] < 3 and spread[-1] > 40  # about 2 at the start, 50 to 60 next to the goal
         assert len(r["starts"]) == r["episodes"] == 50
+
+
+def test_hovering_measures_the_share_at_the_centre_and_ddpg_bc_s_two_pulls_there():
+    import torch
+
+    from minirl.iql import IQL, IQLConfig, value_target
+    rng = np.random.default_rng(0)
+    obs = rng.normal(size=(200, 2)).astype(np.float32)
+    act = rng.uniform(-1, 1, size=(200, 2)).astype(np.float32)
+    offset = np.r_[np.full(150, 0.1), np.full(50, 1.5)]  # 150 of 200 rows within HOVER of the centre
+    direction = np.array([1.0, 0.0])
+    plain = maze_advantages.hovering(None, None, obs, act, offset, direction, None, None)
+    assert plain["hover_share"] == pytest.approx(0.75)
+    assert plain["hover_mean_action"] == pytest.approx(np.linalg.norm(act[:150].mean(0)), rel=1e-6)
+    assert "critic_push" not in plain  # an AWR run: no DDPG+BC pulls
+    torch.manual_seed(0)
+    agent = IQL(2, 2, -1.0, 1.0, IQLConfig(hidden=(16, 16), extraction="ddpg_bc", actor="deterministic"))
+    alpha, scale = 0.0015, 3.0
+    out = maze_advantages.hovering(agent, None, obs, act, offset, direction, alpha, scale)
+    near = torch.as_tensor(obs[:150])
+    with torch.no_grad():
+        pi = agent.actor(near, True)
+
+    def q(a):
+        with torch.no_grad():
+            return value_target(agent.critic_target(near, a)).numpy()
+    eps = 1e-3  # the push by central differences of min_i Q_i along each action axis, over the batch's scale
+    push = np.array([((q(pi + eps * e) - q(pi - eps * e)) / (2 * eps)).mean() for e in torch.eye(2)]) / scale
+    assert out["critic_push"] == pytest.approx(np.linalg.norm(push), rel=1e-2)
+    pull = (2 * alpha * (act[:150] - pi.numpy())).mean(0)
+    assert out["data_pull"] == pytest.approx(np.linalg.norm(pull), rel=1e-5)
+    assert out["data_pull_cos"] == pytest.approx(maze_advantages.cosine(pull, direction), abs=1e-5)
+
+
+def test_the_committed_ddpg_bc_diagnosis_says_what_the_lab_page_reads():
+    import json
+    runs = json.loads((maze_advantages.OUT.parent / "advantages-ddpg-bc.json").read_text())
+    task2 = [r for r in runs if r["dataset"].endswith("task2")]
+    assert [r["seed"] for r in task2] == [0, 1, 2]
+    for r in runs:
+        assert all(0.45 < c["hover_share"] < 0.8 and c["hover_mean_action"] < 0.1 for c in r["cells"])
+    for r in task2:
+        start, last = r["cells"][0], r["cells"][-1]
+        assert start["cells_to_goal"] == 10 and last["cells_to_goal"] == 1
+        assert 0.8 < start["critic_push"] / start["data_pull"] < 1.3  # equal at the start ...
+        assert last["critic_push"] / last["data_pull"] > 9  # ... about ten times the pull next to the goal
+        assert r["failure_end_cells"] and all(tuple(c) in {(6, 1), (5, 1)} for c in r["failure_end_cells"])
