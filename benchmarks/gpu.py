@@ -27,7 +27,10 @@ What it does, in order, each step skipped with a line saying so when the budget 
 Options for a later session: ``--run maze`` makes the real run IQL on ``--maze-dataset`` at OGBench's maze settings
 (``--maze-settings ogbench``: 3 x 512 LayerNorm, batch 1024) or at those of the `cpu` scale's maze runs
 (``--maze-settings cpu``: 2 x 256 LayerNorm, batch 256, the schedule over ``--max-train-steps``), with ``--set`` for
-IQL's fields (``expectile=0.5``). The maze comes from ``$MINIRL_DATA`` when carried there, or is made on the GPU
+IQL's fields (``expectile=0.5``). ``--algo`` makes it another of the maze grid's methods at the `cpu` scale's
+settings (``bc``, ``10%bc`` on the best tenth of the trajectories, ``cql`` and ``bcq`` with the maze's settings of
+``runs.DOMAIN_CONFIG``), ``--set`` then taking that algorithm's fields; each snapshot keeps what the method acts
+with (:data:`ACTING_PARTS`: the actor, and for BCQ its VAE and critic too). The maze comes from ``$MINIRL_DATA`` when carried there, or is made on the GPU
 machine (which then needs MuJoCo and ogbench carried as wheels: see benchmarks/README.md); ``--evaluate DIR
 --results-root ROOT`` then writes each seed as a run under ROOT for ``experiments/stitching_table.py``.
 ``--skip-table`` goes straight to the run; ``--compiled`` adds, after the run, BC and IQL with
@@ -230,10 +233,22 @@ def speed_rows(data, device: str, sizes: str, seconds: float, ks: list[int], bud
     return rows
 
 
-def actor_states(batched) -> list[dict]:
-    """Each seed's actor of a stack of IQL seeds as a plain ``GaussianActor`` state dict, on the CPU."""
-    return [{name: t.detach().cpu().clone() for name, t in seeds.member(batched, i).actor.state_dict().items()}
-            for i in range(seeds.members(batched))]
+# What each algorithm needs to act (``act``), kept per seed at every snapshot: the actor, and for BCQ also the VAE
+# that proposes the candidate actions and the critic that picks among them
+ACTING_PARTS = {"iql": ("actor",), "bc": ("actor",), "10%bc": ("actor",), "cql": ("actor",),
+                "bcq": ("vae", "actor", "critic")}
+RUN_ALGOS = tuple(ACTING_PARTS)
+
+
+def acting_states(batched, algo: str = "iql") -> list[dict]:
+    """Each seed's acting parts (:data:`ACTING_PARTS`) of a stack of ``algo`` seeds, ``{part: state dict}``, on the
+    CPU."""
+    out = []
+    for i in range(seeds.members(batched)):
+        agent = seeds.member(batched, i)
+        out.append({part: {name: t.detach().cpu().clone() for name, t in getattr(agent, part).state_dict().items()}
+                    for part in ACTING_PARTS[algo]})
+    return out
 
 
 HOPPER_ACTION_BOX = (-1.0, 1.0)  # Hopper-v5's action space, [-1, 1]^3 (--evaluate checks it against gymnasium)
@@ -269,39 +284,52 @@ CPU_MAZE_BATCH = 256
 
 
 def run_data(run: str, maze_dataset: str, maze_transitions: int | None, maze_settings: str = "ogbench",
-             max_steps: int = 1_000_000, overrides: dict | None = None):
-    """The real run's dataset, its IQL settings, batch size and label settings (the fields set on top of the
+             max_steps: int = 1_000_000, overrides: dict | None = None, algo: str = "iql"):
+    """The real run's dataset, ``algo``'s settings, batch size and label settings (the fields set on top of the
     algorithm's and the domain's, as ``experiments/run_suite.py`` names a run's folder): the shipped
-    hopper-medium-replay with the paper's MuJoCo settings, or a maze with OGBench's settings (``maze_settings``
-    "ogbench") or the `cpu` scale's ("cpu"). The cosine schedule spans ``max_steps``; ``overrides`` (``--set``) go
-    last. A maze is made here unless ``$MINIRL_DATA`` holds it (making it needs MuJoCo and ogbench)."""
+    hopper-medium-replay with the paper's MuJoCo settings, or a maze with OGBench's IQL settings (``maze_settings``
+    "ogbench", IQL only) or the `cpu` scale's ("cpu": its network sizes, the maze's settings of
+    ``runs.DOMAIN_CONFIG``, and for IQL LayerNorm, as ``experiments/stitching.sh`` runs them). A schedule spans
+    ``max_steps``; ``overrides`` (``--set``) go last. 10%BC's data is the best tenth of the trajectories, as
+    ``runs.run`` gives it. A maze is made here unless ``$MINIRL_DATA`` holds it (making it needs MuJoCo and
+    ogbench)."""
     overrides = dict(overrides or {})
+    schedule = {"max_steps": max_steps} if "max_steps" in runs._config_fields(algo) else {}
     if run == "hopper":
-        return TRAIN_DATASET, shipped_replay(TRAIN_DATASET), {"max_steps": max_steps, **overrides}, 256, overrides
+        return TRAIN_DATASET, shipped_replay(TRAIN_DATASET), {**schedule, **overrides}, 256, overrides
     from minirl import datasets, maze
     if not maze.is_maze_name(maze_dataset):
         raise ValueError(f"--maze-dataset {maze_dataset!r} is not a maze dataset (e.g. "
                          "pointmaze-medium-stitch-singletask-task1)")
+    if maze_settings == "ogbench" and algo != "iql":
+        raise ValueError(f"--maze-settings ogbench are OGBench's IQL settings; {algo} runs with --maze-settings cpu")
     raw = datasets.load_dataset(maze_dataset, maze_transitions, progress=False)
-    chosen, batch = (MAZE_SETTINGS, MAZE_BATCH) if maze_settings == "ogbench" else (CPU_MAZE_SETTINGS, CPU_MAZE_BATCH)
+    fraction = getattr(runs.make_config(algo, {}), "top_fraction", 1.0)
+    if fraction < 1.0:
+        raw = maze.best_trajectories(raw, fraction)
+    if maze_settings == "ogbench":
+        sizes, chosen, batch = {}, MAZE_SETTINGS, MAZE_BATCH
+    else:
+        sizes, chosen = runs.get_scale("cpu").config_for(algo), CPU_MAZE_SETTINGS if algo == "iql" else {}
+        batch = CPU_MAZE_BATCH
     label = {**chosen, **overrides}
-    return (maze_dataset, raw, {**runs.domain_config("iql", maze_dataset), **label, "max_steps": max_steps},
+    return (maze_dataset, raw, {**sizes, **runs.domain_config(algo, maze_dataset), **label, **schedule},
             batch, label)
 
 
 def train_run(device: str, k: int, budget: Budget, snapshot_every: int, max_steps: int, capture: bool,
               out: Path | None, meta: dict, run: str = "hopper", maze_dataset: str = "",
               maze_transitions: int | None = None, maze_settings: str = "ogbench",
-              overrides: dict | None = None) -> dict:
+              overrides: dict | None = None, algo: str = "iql") -> dict:
     from minirl.train import prepare_dataset
     t0 = time.perf_counter()
     name, raw, settings, batch_size, label = run_data(run, maze_dataset, maze_transitions, maze_settings, max_steps,
-                                                      overrides)
+                                                      overrides, algo)
     print(f"  {name}: {len(raw):,} transitions, ready in {time.perf_counter() - t0:.0f} s", flush=True)
-    cfg = runs.make_config("iql", settings)
+    cfg = runs.make_config(algo, settings)
     data, state_normalizer, _ = prepare_dataset(raw, cfg.normalize_states, cfg.reward_scale)
     tensors, n = data.to_tensors(device), len(data)
-    batched = seeds.stack(batched_seeds.make_agents(data, k, device, **settings))
+    batched = seeds.stack(batched_seeds.make_agents(data, k, device, algo, **settings))
     torch.manual_seed(0)
     if device == "cuda":
         torch.cuda.manual_seed(0)
@@ -311,9 +339,11 @@ def train_run(device: str, k: int, budget: Budget, snapshot_every: int, max_step
     else:
         def step():
             return batched.update(joint_batch(tensors, n, k, batch_size))
-    snapshots, log, t, start = {0: actor_states(batched)}, [], 0, time.perf_counter()
-    print(f"  IQL x {k} seeds on {name}, batch {batch_size}, hidden {cfg.hidden}, layer norm {cfg.layer_norm}, "
-          f"{mode}, float32, until the budget ends", flush=True)
+    snapshots, log, t, start = {0: acting_states(batched, algo)}, [], 0, time.perf_counter()
+    sizes = {f: getattr(cfg, f) for f in ("hidden", "layer_norm", "actor_hidden", "critic_hidden", "vae_hidden")
+             if hasattr(cfg, f)}
+    print(f"  {algo.upper()} x {k} seeds on {name}, batch {batch_size}, {sizes}, {mode}, float32, until the budget "
+          f"ends", flush=True)
     while t < max_steps and budget.left() > 25:
         logs = step()
         t += 1
@@ -324,19 +354,20 @@ def train_run(device: str, k: int, budget: Budget, snapshot_every: int, max_step
                 print(f"  non-finite loss at step {t}: {entry}", flush=True)
                 break
         if t % snapshot_every == 0:
-            snapshots[t] = actor_states(batched)
+            snapshots[t] = acting_states(batched, algo)
+            loss = "critic_loss" if "critic_loss" in logs else "actor_loss"
             print(f"  step {t:,}: {t / (time.perf_counter() - start):,.0f} updates/s, "
-                  f"critic loss {float(logs['critic_loss']) / k:.3f} per seed", flush=True)
+                  f"{loss.replace('_', ' ')} {float(logs[loss]) / k:.3f} per seed", flush=True)
     if device == "cuda":
         torch.cuda.synchronize()
     seconds = time.perf_counter() - start
-    snapshots[t] = actor_states(batched)
-    result = {"dataset": name, "seeds": k, "steps": t, "seconds": seconds, "updates_per_s": t / seconds,
+    snapshots[t] = acting_states(batched, algo)
+    result = {"algo": algo, "dataset": name, "seeds": k, "steps": t, "seconds": seconds, "updates_per_s": t / seconds,
               "batch_size": batch_size, "mode": mode, "precision": "float32", "log": log,
               "snapshot_steps": sorted(snapshots), "settings": label}
     if out is not None:
         for i in range(k):
-            torch.save({"seed": i, "algo": "iql", "dataset": name, "config": asdict(cfg), "batch_size": batch_size,
+            torch.save({"seed": i, "algo": algo, "acting_parts": ACTING_PARTS[algo], "dataset": name, "config": asdict(cfg), "batch_size": batch_size,
                         "label": label, "seconds": seconds, "updates_per_s": t / seconds, "seeds_in_one_update": k,
                         "transitions": maze_transitions if run == "maze" else None,
                         "state_normalizer": None if state_normalizer is None else state_normalizer.state_dict(),
@@ -393,17 +424,19 @@ def run_all(args) -> int:
     data = synthetic_dataset(n=100_000 if not args.dry_run else 5_000, obs_dim=11, act_dim=3)
     data.to_tensors(device)
     capture_ok = {}
-    if args.skip_table:  # straight to the run: only the batched update's capture is checked first
+    update = "bc" if args.algo == "10%bc" else args.algo  # 10%BC is BC's update on the best tenth of the data
+    if args.skip_table:  # straight to the run: only the run's batched update's capture is checked first
         print("\n1-2. checks and table skipped (--skip-table)", flush=True)
         if device == "cuda":
+            name = f"{update} batched"
             try:
-                worst = check_captured_batched(data, device)
-                capture_ok["iql batched"] = worst < 1e-3
-                results["checks"]["captured == eager (iql batched)"] = worst
-                print(f"  iql batched: captured == eager over 20 steps: largest difference {worst:.1e}", flush=True)
+                worst = check_captured_batched(data, device, algo=update)
+                capture_ok[name] = worst < 1e-3
+                results["checks"][f"captured == eager ({name})"] = worst
+                print(f"  {name}: captured == eager over 20 steps: largest difference {worst:.1e}", flush=True)
             except Exception as e:
-                results["checks"]["captured == eager (iql batched)"] = first_line(e)
-                print(f"  iql batched: capture failed: {first_line(e)}", flush=True)
+                results["checks"][f"captured == eager ({name})"] = first_line(e)
+                print(f"  {name}: capture failed: {first_line(e)}", flush=True)
     else:
         # 1. checks
         print("\n1. checks, float32", flush=True)
@@ -442,14 +475,15 @@ def run_all(args) -> int:
         save()
         print_table(results["rows"], meta)
     # 3. the real run
-    print(f"\n3. an IQL run ({args.run}" + (f", {args.maze_settings} settings" if args.run == "maze" else "")
-          + f"), {budget.left():.0f} s left", flush=True)
+    print(f"\n3. a run of {args.algo.upper()} ({args.run}"
+          + (f", {args.maze_settings} settings" if args.run == "maze" else "") + f"), {budget.left():.0f} s left",
+          flush=True)
     if budget.left() > 60:
         try:
-            capture = capture_ok.get("iql batched", False)
+            capture = capture_ok.get(f"{update} batched", False)
             results["train"] = train_run(device, args.train_seeds, budget, args.snapshot_every,
                                          args.max_train_steps, capture, out, meta, args.run, args.maze_dataset,
-                                         args.maze_transitions, args.maze_settings, args.set)
+                                         args.maze_transitions, args.maze_settings, args.set, args.algo)
             tr = results["train"]
             print(f"  {tr['steps']:,} steps x {tr['seeds']} seeds in {tr['seconds']:.0f} s "
                   f"({tr['updates_per_s']:,.0f} updates/s, {tr['mode']}); actors kept at {tr['snapshot_steps']}")
@@ -476,7 +510,6 @@ def evaluate(run_dir: Path, episodes: int | None, out_csv: Path | None, results_
     from minirl import datasets, maze, plots
     from minirl.data import StateNormalizer
     from minirl.evaluation import run_episodes
-    from minirl.iql import IQL, IQLConfig
     files = sorted(run_dir.glob("curve_s*.pt"))
     if not files:
         print(f"--evaluate {run_dir}: no curve_s*.pt files there", file=sys.stderr)
@@ -490,8 +523,9 @@ def evaluate(run_dir: Path, episodes: int | None, out_csv: Path | None, results_
         if not is_maze and not (np.all(raw.action_low == HOPPER_ACTION_BOX[0])
                                 and np.all(raw.action_high == HOPPER_ACTION_BOX[1])):
             raise ValueError(f"{ck['dataset']}'s action box is not HOPPER_ACTION_BOX, which the GPU run assumed")
-        cfg = IQLConfig(**{k: tuple(v) if k == "hidden" else v for k, v in ck["config"].items()})
-        agent = IQL(raw.obs_dim, raw.act_dim, raw.action_low, raw.action_high, cfg)
+        algo = ck.get("algo", "iql")
+        agent = runs.build_agent(algo, raw.obs_dim, raw.act_dim, raw.action_low, raw.action_high,
+                                 runs.make_config(algo, ck["config"]))
         normalizer = (None if ck["state_normalizer"] is None
                       else StateNormalizer.from_state_dict(ck["state_normalizer"]))
         n_episodes = episodes if episodes is not None else (50 if is_maze else 10)  # OGBench: 50 per task
@@ -499,7 +533,9 @@ def evaluate(run_dir: Path, episodes: int | None, out_csv: Path | None, results_
         for step, state in sorted(ck["snapshots"].items()):
             if results_root is not None and step == 0:
                 continue
-            agent.actor.load_state_dict(state)
+            parts = state if "acting_parts" in ck else {"actor": state}  # earlier runs kept the IQL actor alone
+            for part, weights in parts.items():
+                getattr(agent, part).load_state_dict(weights)
             played = run_episodes(agent, task.env_id, n_episodes, seed=10_000 * (ck["seed"] + 1),
                                   state_normalizer=normalizer)
             returns = played["returns"]
@@ -570,13 +606,15 @@ def main(argv: list[str] | None = None) -> int:
                     help="the real run: IQL on the shipped hopper-medium-replay (the paper's MuJoCo settings), or on "
                     "--maze-dataset with OGBench's settings (3 x 512 LayerNorm, batch 1024; needs MuJoCo and ogbench "
                     "to make the maze)")
+    ap.add_argument("--algo", choices=RUN_ALGOS, default="iql",
+                    help="the real run's algorithm (default iql; the others with --maze-settings cpu on a maze)")
     ap.add_argument("--maze-dataset", default="pointmaze-medium-stitch-singletask-task1")
     ap.add_argument("--maze-transitions", type=int, default=None, help="a smaller maze dataset (default: 1M)")
     ap.add_argument("--maze-settings", choices=("ogbench", "cpu"), default="ogbench",
                     help="the maze run's IQL: OGBench's (3 x 512 LayerNorm, batch 1024) or the `cpu` scale's runs' "
                     "(2 x 256 LayerNorm, batch 256; results/stitching-budget)")
     ap.add_argument("--set", nargs="+", default=[], metavar="KEY=VALUE",
-                    help="IQL config fields of the run, after the settings (e.g. expectile=0.5)")
+                    help="config fields of the run's algorithm, after the settings (e.g. expectile=0.5)")
     ap.add_argument("--skip-table", action="store_true", help="skip the checks and the table: straight to the run")
     ap.add_argument("--compiled", action="store_true",
                     help="also time BC and IQL with their networks compiled (torch.compile) inside the captured step")
@@ -598,7 +636,7 @@ def main(argv: list[str] | None = None) -> int:
     if any(k < 1 for k in args.seeds):
         ap.error(f"--seeds: every K must be at least 1, got {args.seeds}")
     try:
-        args.set = runs.parse_overrides("iql", args.set)
+        args.set = runs.parse_overrides(args.algo, args.set)
     except Exception as e:  # UserError: the field and what was expected
         ap.error(f"--set: {e}")
     if args.results_root is not None and args.evaluate is None:

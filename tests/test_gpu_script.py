@@ -29,10 +29,10 @@ def test_the_dry_run_checks_times_trains_and_saves_the_actors_which_evaluate_sco
     assert results["train"]["steps"] == 10 and results["train"]["snapshot_steps"] == [0, 5, 10]
     saved = torch.load(out / "curve_s1.pt", weights_only=False)
     assert sorted(saved["snapshots"]) == [0, 5, 10] and saved["seed"] == 1
-    assert saved["snapshots"][0]["action_scale"].shape == (3,)  # the actor's buffers travel with its weights
+    assert saved["snapshots"][0]["actor"]["action_scale"].shape == (3,)  # the actor's buffers travel with its weights
     # the actors of different seeds differ (each seed its own initial weights)
-    first = torch.load(out / "curve_s0.pt", weights_only=False)["snapshots"][10]
-    assert any(not torch.equal(first[k], saved["snapshots"][10][k]) for k in first)
+    first = torch.load(out / "curve_s0.pt", weights_only=False)["snapshots"][10]["actor"]
+    assert any(not torch.equal(first[k], saved["snapshots"][10]["actor"][k]) for k in first)
 
     pytest.importorskip("mujoco", reason="--evaluate plays Hopper episodes: it needs MuJoCo (the GPU machine lacks it)")
     table = tmp_path / "curve.csv"
@@ -83,3 +83,32 @@ def test_wrong_settings_are_named(capsys):
     with pytest.raises(SystemExit):
         gpu.main(["--results-root", "somewhere"])
     assert "--results-root goes with --evaluate" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("algo", ["10%bc", "cql", "bcq"])
+def test_the_maze_grid_s_other_methods_run_stacked_and_their_acting_parts_score(tmp_path, algo):
+    """--algo: BC's, CQL's and BCQ's seeds stacked on a maze at the `cpu` scale's settings; each snapshot keeps what
+    the method acts with (BCQ: its VAE, perturbation actor and critic), which --evaluate loads and plays."""
+    out, root = tmp_path / "gpu", tmp_path / "results"
+    maze = "pointmaze-medium-stitch-singletask-task1"
+    assert gpu.main(["--dry-run", "--skip-table", "--run", "maze", "--maze-settings", "cpu", "--algo", algo,
+                     "--maze-transitions", "5000", "--train-seeds", "2", "--snapshot-every", "5",
+                     "--max-train-steps", "10", "--budget", "600", "--out", str(out)]) == 0
+    train = json.loads((out / "gpu_results.json").read_text())["train"]
+    assert train["algo"] == algo and train["steps"] == 10 and train["settings"] == {}
+    saved = torch.load(out / "curve_s1.pt", weights_only=False)
+    assert saved["algo"] == algo and sorted(saved["snapshots"]) == [0, 5, 10]
+    assert tuple(saved["snapshots"][10]) == gpu.ACTING_PARTS[algo]
+    config = saved["config"]
+    if algo == "cql":  # the `cpu` scale's sizes and the maze's settings (CORL's AntMaze)
+        assert (config["n_actions"], config["lagrange"], config["reward_multiplier"]) == (4, True, 10.0)
+    if algo == "10%bc":
+        assert config["top_fraction"] == 0.1
+    assert gpu.main(["--evaluate", str(out), "--episodes", "1", "--results-root", str(root)]) == 0
+    result = json.loads((root / algo / maze / "s0" / "result.json").read_text())
+    assert result["algo"] == algo and result["steps"] == 10 and 0.0 <= result["success_rate"] <= 1.0
+
+
+def test_ogbench_s_settings_are_iql_s_alone(tmp_path):
+    with pytest.raises(ValueError, match="--maze-settings cpu"):
+        gpu.run_data("maze", "pointmaze-medium-stitch-singletask-task1", 5000, "ogbench", algo="cql")
