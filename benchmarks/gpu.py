@@ -30,8 +30,9 @@ Options for a later session: ``--run maze`` makes the real run IQL on ``--maze-d
 IQL's fields (``expectile=0.5``). ``--algo`` makes it another of the maze grid's methods at the `cpu` scale's
 settings (``bc``, ``10%bc`` on the best tenth of the trajectories, ``cql`` and ``bcq`` with the maze's settings of
 ``runs.DOMAIN_CONFIG``), ``--set`` then taking that algorithm's fields; each snapshot keeps what the method acts
-with (:data:`ACTING_PARTS`: the actor, and for BCQ its VAE and critic too). The maze comes from ``$MINIRL_DATA`` when carried there, or is made on the GPU
-machine (which then needs MuJoCo and ogbench carried as wheels: see benchmarks/README.md); ``--evaluate DIR
+with (:data:`ACTING_PARTS`: the actor, and for BCQ its VAE and critic too). The maze comes from ``$MINIRL_DATA``
+when carried there, or is made on the GPU machine (which then needs MuJoCo and ogbench carried as wheels: see
+benchmarks/README.md); ``--evaluate DIR
 --results-root ROOT`` then writes each seed as a run under ROOT for ``experiments/stitching_table.py``.
 ``--skip-table`` goes straight to the run; ``--compiled`` adds, after the run, BC and IQL with
 their networks compiled (``torch.compile``) inside the captured step, to see whether fewer, fused kernels shorten it.
@@ -367,7 +368,8 @@ def train_run(device: str, k: int, budget: Budget, snapshot_every: int, max_step
               "snapshot_steps": sorted(snapshots), "settings": label}
     if out is not None:
         for i in range(k):
-            torch.save({"seed": i, "algo": algo, "acting_parts": ACTING_PARTS[algo], "dataset": name, "config": asdict(cfg), "batch_size": batch_size,
+            torch.save({"seed": i, "algo": algo, "acting_parts": ACTING_PARTS[algo], "dataset": name,
+                        "config": asdict(cfg), "batch_size": batch_size,
                         "label": label, "seconds": seconds, "updates_per_s": t / seconds, "seeds_in_one_update": k,
                         "transitions": maze_transitions if run == "maze" else None,
                         "state_normalizer": None if state_normalizer is None else state_normalizer.state_dict(),

@@ -96,8 +96,9 @@ def analyse(run_dir: Path, data_cache: dict) -> dict:
     start, goal = lay.tasks[m.task - 1]
     path = lay.path(start, goal)
     cells = lay.cell(data.observations[:, :2])
-    ddpg_bc = cfg.get("extraction") == "ddpg_bc"
-    if ddpg_bc:  # DDPG+BC's normaliser: E|Q(s, pi(s))| over a batch of the data's states (here 4,096 of them)
+    alpha = scale = None  # DDPG+BC's weight on the data and its normaliser; an AWR run has neither
+    if cfg.get("extraction") == "ddpg_bc":  # the normaliser E|Q(s, pi(s))| over a batch of 4,096 of the data's states
+        alpha = cfg["alpha"]
         pick = np.random.default_rng(0).choice(len(data.observations), 4096, replace=False)
         sample = data.observations[pick]
         with torch.no_grad():
@@ -123,8 +124,7 @@ def analyse(run_dir: Path, data_cache: dict) -> dict:
                      "awr_length": float(np.linalg.norm(awr)), "awr_cos": cosine(awr, direction),
                      "policy_length": float(np.linalg.norm(pi, axis=1).mean()),
                      "policy_mean_length": float(np.linalg.norm(pi_mean)), "policy_cos": cosine(pi_mean, direction),
-                     **hovering(agent, norm, obs, act, offset[inside], direction, cfg["alpha"] if ddpg_bc else None,
-                                scale if ddpg_bc else None)})
+                     **hovering(agent, norm, obs, act, offset[inside], direction, alpha, scale)})
     # the policy's action field over the start cell (a 9 x 9 grid), for the figure
     centre = lay.center(tuple(start))
     ticks = np.linspace(-0.45, 0.45, 9) * lay.unit

@@ -23,8 +23,9 @@ set (the loss is normalised by the batch's mean |Q| and the BC weight is small),
 seed; whether it then reaches the goal depends on Q's argmax near the goal, which no extraction can mend. (A 2,000-step
 smoke test of ddpg_bc on seed 0, run next, reached the goal in all 50 episodes at 1,000 steps.)
 
-Second prediction, written before those runs (2026-11-28 07:15, committed 07:17), for stitch task 2's three 300,000-step runs with
-DDPG+BC (``--out results/stitching-extraction-task2``): at the start cell's centre, where the stitch data hovers
+Second prediction, written before those runs (2026-11-28 07:15, committed 07:17), for stitch task 2's three
+300,000-step runs with DDPG+BC (``--out results/stitching-extraction-task2``): at the start cell's centre, where the
+stitch data hovers
 (``experiments/maze_advantages.py``: over half of each path cell's transitions lie within 0.5 of its centre, and their
 mean action is about 0), the critics' push on the action and the data's pull ``2 alpha (a - pi(s))`` measured equal
 (about 0.0015 each), so the action there settles near ``push / (2 alpha)``: about 0.5 long at alpha 0.0015, the
