@@ -33,7 +33,7 @@ DDPG_BC_RUN = "iql-actor=deterministic-alpha=0.0015-extraction=ddpg_bc-layer_nor
 BUDGET_LABELS = {"iql-layer_norm=True": ("IQL with LayerNorm (AWR)", "tab:green"),
                  DDPG_BC_RUN: ("IQL with LayerNorm, DDPG+BC", "tab:purple"), "bc": ("BC", "tab:blue"),
                  "10%bc": ("10%BC", "tab:orange")}
-PANELS = (("pointmaze-medium-stitch-singletask-task1", "stitch task 1: short trajectories, none from start to goal"),
+PANELS = (("pointmaze-medium-stitch-singletask-task2", "stitch task 2: short trajectories, none from start to goal"),
           ("pointmaze-medium-navigate-singletask-task1", "navigate task 1 (the control): long goal-reaching runs"))
 NAMES = {"bc": "BC", "10%bc": "10%BC", "iql": "IQL", "cql": "CQL", "bcq": "BCQ"}
 COLORS = {"bc": "tab:blue", "10%bc": "tab:orange", "iql": "tab:green", "cql": "tab:red", "bcq": "tab:purple"}
@@ -49,12 +49,24 @@ def draw(ax, r: dict, title: str) -> None:
     for path in r["data"]:
         xs, ys = zip(*path)
         ax.plot(xs, ys, color="0.75", lw=0.5, alpha=0.6, zorder=1)
-    for label, m in r["methods"].items():
+    spare = iter(("tab:cyan", "tab:brown", "tab:pink", "tab:olive"))   # for a second run of one algorithm
+    used, ring = set(), 0
+    for name, m in r["methods"].items():
         xs, ys = zip(*m["path"])
+        color = COLORS[m.get("algo", name)]
+        color = next(spare) if color in used else color
+        used.add(color)
         rate = "" if m["success_rate"] is None else f"; {100 * m['success_rate']:.0f}% of 50 episodes"
-        ax.plot(xs, ys, color=COLORS[label], lw=2, zorder=3,
-                label=f"{NAMES[label]}: {'reaches' if m['success'] else 'misses'} the goal{rate}")
-        ax.plot(xs[-1], ys[-1], "o", color=COLORS[label], ms=5, zorder=4)
+        # a path that never leaves the start's neighbourhood would hide under the start's cross: rings, one per run
+        stays = np.max(np.hypot(np.array(xs) - r["start"][0], np.array(ys) - r["start"][1])) < unit / 4
+        where = ", stays by the start" if stays else ""
+        ax.plot(xs, ys, color=color, lw=2, zorder=3,
+                label=f"{NAMES.get(name, name)}: {'reaches' if m['success'] else 'misses'} the goal{where}{rate}")
+        if stays:
+            ring += 1
+            ax.plot(xs[-1], ys[-1], "o", mfc="none", mec=color, mew=2.5, ms=10 + 8 * ring, zorder=6)
+        else:
+            ax.plot(xs[-1], ys[-1], "o", color=color, ms=5, zorder=4)
     ax.plot(*r["start"], "x", color="crimson", ms=12, mew=3, zorder=5, label="start")
     ax.plot(*r["goal"], "*", color="gold", mec="black", ms=18, zorder=5, label="goal")
     h, w = len(r["walls"]), len(r["walls"][0])
@@ -63,9 +75,9 @@ def draw(ax, r: dict, title: str) -> None:
     ax.set_aspect("equal")
     ax.set_xlabel("x (maze units; a cell is 4)")
     ax.set_ylabel("y (maze units)")
-    missing = ", ".join(NAMES[m] for m in r["missing"])
+    missing = ", ".join(NAMES.get(m, m) for m in r["missing"])
     ax.set_title(title + (f"\n(no trained agent yet: {missing})" if missing else ""), fontsize=10)
-    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.12), fontsize=8, ncol=2, frameon=False)
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.12), fontsize=8, ncol=1, frameon=False)
 
 
 def success_curves(label: str, dataset: str = BUDGET_TASK) -> list[dict]:
@@ -227,11 +239,14 @@ def main(out_dir: Path) -> list[Path]:
         raise FileNotFoundError(f"no rollouts under {ROLLOUTS.relative_to(ROOT)}: run "
                                 f"python experiments/maze_rollouts.py first")
     with plt.rc_context({"font.size": 10}):
-        fig, axes = plt.subplots(1, len(panels), figsize=(6.2 * len(panels), 7.2), squeeze=False)
+        fig, axes = plt.subplots(1, len(panels), figsize=(6.2 * len(panels), 8.2), squeeze=False)
         for ax, (r, title) in zip(axes[0], panels):
             draw(ax, r, title)
-        fig.suptitle("One greedy rollout of each method (training seed 0, 50,000 steps); grey: 150 of the data's "
-                     "trajectories", fontsize=11)
+        seeds = sorted({r["seed"] for r, _ in panels})
+        steps = sorted({m["steps"] for r, _ in panels for m in r["methods"].values()})
+        fig.suptitle(f"One greedy rollout of each method (training seed {', '.join(map(str, seeds))}, "
+                     f"{' and '.join(f'{s:,}' for s in steps)} steps); grey: 150 of the data's trajectories",
+                     fontsize=11)
         fig.tight_layout()
         path = out_dir / "stitching_rollouts.png"
         plots.save_figure(fig, path)
