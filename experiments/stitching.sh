@@ -199,12 +199,24 @@ lane0=(
 # at 35,000 steps, +778 at 76,000. The test, one seed, predicted before the run: CQL without the Lagrange multiplier
 # (alpha fixed at 5, lagrange=false) keeps Q at the start state inside the range returns allow, [-500, 5] with CQL's
 # rewards 10 r + 5, at every evaluation. No prediction on its success rate.
+# 2026-11-28 10:30. CQL's gap and bfloat16 (experiments/cql_gap.py on the rerun's 75,000-step checkpoint,
+# results/stitching-diagnostics/cql-gap.json): on the same 4,096 states and sampled actions the gap is 0.84 / 0.96
+# (two critics) in float32 and 1.55 / 1.80 under bfloat16 autocast, as training computed it: rounding in the hidden
+# layers adds 0.7-0.85, about the target (0.8) itself. Adam moves log alpha' by about its learning rate per step
+# (3.6e-4 measured, lr 3e-4) while the gap is above the target, so alpha' reaches 1e6 near ln(1e6) / 3e-4 = 46,000
+# steps however close the gap is. The test, one seed, 50,000 steps in float32, predicted before the run: if rounding
+# is what holds the gap above 0.8, the logged gap falls below 0.8 before 40,000 steps and alpha' stays below its clamp
+# through 50,000 steps; if not, rounding is at most part of the cause. It runs first in lane 1 (the alpha rule's runs
+# end at the same time either way: lane 0's task 1 seed 2 is the last).
+CQL_FP32="$RUN --eval-episodes 50 --tag stitching-precision --steps 50000 --eval-every 25000 --precision float32 --algos cql --datasets pointmaze-medium-stitch-singletask-task1 --seeds 0"
 lane1=(
   "$DB_LONG --seeds 2"
   "$LONG --algos bc 10%bc --datasets pointmaze-medium-stitch-singletask-task2 --seeds 0 1 2 --batch-seeds"
   "$DB_LONG_TASK2 --seeds 1"
   "$DB_LOW_ALPHA --datasets pointmaze-medium-stitch-singletask-task2 --seeds 0"
-  "${LOW_ALPHA_SEEDS[@]}"
+  "${LOW_ALPHA_SEEDS[@]:0:2}"
+  "$CQL_FP32"
+  "${LOW_ALPHA_SEEDS[@]:2}"
   "$LONG --algos cql --set lagrange=false --datasets pointmaze-medium-stitch-singletask-task1 --seeds 0"
   "$LONG --algos bcq --datasets pointmaze-medium-stitch-singletask-task1 --seeds 0"
   "$DB --set expectile=0.5 --datasets pointmaze-medium-stitch-singletask-task1 --seeds 0"
