@@ -448,6 +448,10 @@ def run(algo: str, dataset: str, *, scale: str | None = None, steps: int | None 
     domain = {k: v for k, v in domain_config(plan.algo, plan.dataset).items() if k not in (overrides or {})}
     if domain:
         print(f"  the paper's settings for {plan.algo} on a maze: " + ", ".join(f"{k}={v}" for k, v in domain.items()))
+    if getattr(plan.config, "lagrange", False) and plan.precision == "bf16":
+        print("  note: CQL-Lagrange in bf16: rounding in the critics' hidden layers raises the penalty's gap (by 0.7-0.8 "
+              "at |Q| ~ 700 on pointmaze-medium-stitch, book/lab/stitching.md), which a small target_action_gap "
+              "cannot absorb; --precision float32 avoids it")
     scale_config = {k: v for k, v in plan.scale.config_for(plan.algo).items() if k not in (overrides or {})}
     if scale_config:
         print(f"  {plan.scale.name} scale sizes for {plan.algo}: "

@@ -276,3 +276,13 @@ def test_cql_takes_corl_s_antmaze_settings_on_a_maze():
         assert [cfg.reward_multiplier * r + cfg.reward_bias for r in (-1.0, 0.0)] == [-5.0, 5.0]
     hopper = runs.plan_run("cql", "hopper-medium-replay", scale="smoke").config
     assert (hopper.lagrange, hopper.reward_multiplier, hopper.reward_bias) == (False, 1.0, 0.0)
+
+
+@pytest.mark.parametrize("precision, noted", [("bf16", True), ("float32", False)])
+def test_cql_lagrange_in_bf16_says_what_rounding_does_to_its_gap(tmp_path, capsys, precision, noted):
+    """bfloat16 rounding in the critics' hidden layers raised the gap of CQL-Lagrange on the stitch maze by 0.7-0.8
+    (experiments/cql_gap.py), about its 0.8 target: a run in bf16 says so at its start, one in float32 does not."""
+    from minirl import runs
+    runs.run("cql", MEDIUM, scale="smoke", steps=2, out=tmp_path / precision, evaluate=False, progress=False,
+             precision=precision)
+    assert ("note: CQL-Lagrange in bf16" in capsys.readouterr().out) is noted
