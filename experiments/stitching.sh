@@ -105,8 +105,8 @@ DB_LONG_TASK2="$DB --datasets pointmaze-medium-stitch-singletask-task2"
 # CQL and BCQ on stitch task 1 (does CQL's divergence recur on this machine's data?), then IQL's one-step control
 # (expectile 0.5) with DDPG+BC on stitch task 1. The older entries below stay for the runs they made.
 grid_tasks() {  # grid_tasks KIND TASK: the 300,000-step grid's IQL seeds one by one, then BC and 10%BC
-  local d="pointmaze-medium-$1-singletask-task$2"
-  printf '%s\n' "$DB --datasets $d --seeds 0" "$DB --datasets $d --seeds 1" "$DB --datasets $d --seeds 2" \
+  local d="pointmaze-medium-$1-singletask-task$2" iql="${GRID_IQL:-$DB}"
+  printf '%s\n' "$iql --datasets $d --seeds 0" "$iql --datasets $d --seeds 1" "$iql --datasets $d --seeds 2" \
     "$LONG --algos bc 10%bc --datasets $d --seeds 0 1 2 --batch-seeds"
 }
 mapfile -t GRID0 < <(grid_tasks navigate 1; grid_tasks stitch 3; grid_tasks stitch 4; grid_tasks stitch 5)
@@ -128,6 +128,13 @@ LOW_ALPHA_SEEDS=(
 # 2026-11-28 10:00. So that the rule can be applied before lane 0 reaches the grid's IQL (stitch tasks 3-5), lane 0
 # takes alpha 0.0005's task 1 seeds 1-2 after BC and 10%BC on stitch task 3; lane 1 keeps task 2 seed 2 and task 1
 # seed 0 (a run taken by one lane is skipped by the other: run_suite's lock).
+# 2026-11-28 12:30. The rule (08:45) held on both tasks: alpha 0.0005's three seeds end at 100% on stitch task 1
+# (alpha 0.0015: 59.3%) and at 100% on stitch task 2 (alpha 0.0015: 14.0%); over the last five evaluations 93.3% and
+# 98.3% (67.9% and 11.6%). So the grid's IQL from here is IQL with LayerNorm and DDPG+BC at alpha 0.0005, a cpu-scale
+# setting the book states: stitch tasks 3-5 seed by seed, then navigate task 1 again at alpha 0.0005 (its alpha 0.0015
+# runs stay as they are). Stitch tasks 1-2 keep both alphas.
+GRID_IQL="$DB_LOW_ALPHA"   # the rule held: the grid's IQL from here is alpha 0.0005
+mapfile -t GRID0 < <(grid_tasks stitch 3; grid_tasks stitch 4; grid_tasks stitch 5; grid_tasks navigate 1)
 lane0=(
   "$DB_LONG --seeds 1"
   "$DB_LONG_TASK2 --seeds 0"
