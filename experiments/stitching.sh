@@ -224,6 +224,7 @@ CQL_FP32="$RUN --eval-episodes 50 --tag stitching-precision --steps 50000 --eval
 # CQL without the multiplier in bf16 (the test written at 07:44) is dropped: the float32 run answered what it asked,
 # whether the multiplier at its clamp is what lets Q's level run away.
 CQL_GRID="$LONG --precision float32 --algos cql"
+# 12:35: IQL's one-step control (expectile 0.5) takes the grid's alpha, 0.0005, so that only the expectile differs.
 lane1=(
   "$DB_LONG --seeds 2"
   "$LONG --algos bc 10%bc --datasets pointmaze-medium-stitch-singletask-task2 --seeds 0 1 2 --batch-seeds"
@@ -234,9 +235,9 @@ lane1=(
   "${LOW_ALPHA_SEEDS[@]:2}"
   "$CQL_GRID --datasets pointmaze-medium-stitch-singletask-task1 --seeds 0"
   "$LONG --algos bcq --datasets pointmaze-medium-stitch-singletask-task1 --seeds 0"
-  "$DB --set expectile=0.5 --datasets pointmaze-medium-stitch-singletask-task1 --seeds 0"
-  "$DB --set expectile=0.5 --datasets pointmaze-medium-stitch-singletask-task1 --seeds 1"
-  "$DB --set expectile=0.5 --datasets pointmaze-medium-stitch-singletask-task1 --seeds 2"
+  "$DB_LOW_ALPHA --set expectile=0.5 --datasets pointmaze-medium-stitch-singletask-task1 --seeds 0"
+  "$DB_LOW_ALPHA --set expectile=0.5 --datasets pointmaze-medium-stitch-singletask-task1 --seeds 1"
+  "$DB_LOW_ALPHA --set expectile=0.5 --datasets pointmaze-medium-stitch-singletask-task1 --seeds 2"
   "$LONG --algos iql --set layer_norm=true --set cosine_actor_lr=false --datasets pointmaze-medium-stitch-singletask-task1 --seeds 0"
   "$LONG --algos iql --set layer_norm=true --datasets pointmaze-medium-stitch-singletask-task1 --seeds 1 2 --batch-seeds"
   "$LONG --algos cql --datasets pointmaze-medium-stitch-singletask-task1 --seeds 0"
