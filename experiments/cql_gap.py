@@ -7,8 +7,8 @@ RUN_DIR holds a CQL run's ``config.json`` and its ``agent.pt`` or ``checkpoint.p
 the stitch task 1 rerun was kept outside git, in /work/runs/cql-second-ckpt/, beside a copy of its config.json).
 
 On 4,096 of the dataset's transitions (a fixed draw) it recomputes the penalty's gap exactly as training does
-(:func:`minirl.cql.cql_penalty` over N uniform actions, N from pi(.|s) and N from pi(.|s'), each weighted by
-1 / its proposal's density) and splits it:
+(``CQL.sampled_q``: N uniform actions, N from pi(.|s) and N from pi(.|s'), each weighted by 1 / its proposal's
+density; then :func:`minirl.cql.cql_penalty`) and splits it:
 
 * the **floor**: the gap if Q(s, .) were flat, ``logsumexp_i(-log p_i)``. Only the importance weights make it; to
   bring the gap down to its target the data's action must stand that much above the sampled actions, less the target;
@@ -51,7 +51,7 @@ def flat_floor(log_density):
 def decompose(agent, norm, data, states: int = STATES, seed: int = 0) -> dict:
     import torch
 
-    from minirl.cql import _repeat, cql_penalty, sample_actions
+    from minirl.cql import cql_penalty
     rng = np.random.default_rng(seed)
     torch.manual_seed(seed)
     pick = rng.choice(len(data.observations), states, replace=False)
@@ -61,18 +61,12 @@ def decompose(agent, norm, data, states: int = STATES, seed: int = 0) -> dict:
 
     obs, next_obs = tensor(data.observations[pick]), tensor(data.next_observations[pick])
     act = torch.as_tensor(data.actions[pick], dtype=torch.float32)
-    n, d = agent.cfg.n_actions, agent.act_dim
+    n = agent.cfg.n_actions
     with torch.no_grad():
         mean, std = agent.actor.mean_std(obs)
         next_mean, next_std = agent.actor.mean_std(next_obs)
-        a_rand = agent.actor.to_env(torch.rand(states, n, d) * 2 - 1)
-        a_pi, logp_pi = sample_actions(agent.actor, mean, std, n)
-        a_next, logp_next = sample_actions(agent.actor, next_mean, next_std, n)
-        actions = torch.cat([act.unsqueeze(-2), a_rand, a_pi, a_next], -2)
-        m = actions.shape[-2]
-        q = agent.critic(_repeat(obs, m).flatten(-3, -2), actions.flatten(-3, -2)).unflatten(-1, (states, m))
+        q, log_density = agent.sampled_q(obs, act, mean, std, next_mean, next_std)   # as training draws them
         q_data, q_sampled = q[..., 0], q[..., 1:]
-        log_density = torch.cat([torch.full_like(logp_pi, agent.log_uniform_density), logp_pi, logp_next], -1)
         gap = cql_penalty(q_data, q_sampled, log_density.unsqueeze(-3), agent.cfg.temperature)
         floor = flat_floor(log_density)
         groups = {}

@@ -251,10 +251,31 @@ class CQL:
         rew = cfg.reward_multiplier * b["rew"] + cfg.reward_bias
         return rew + cfg.gamma * (1.0 - b["done"]) * q_next
 
+    def sampled_q(self, obs, act, mean, std, next_mean, next_std):
+        """The penalty's Q-values and proposals: ``(Q at 1 + 3N actions (n_critics, B, 1 + 3N), log p (B, 3N))``.
+
+        The actions per state: the data's, N uniform on the box, N from pi(.|s) and N from pi(.|s') (evaluated at s),
+        all in one batched call of every critic. ``log p`` is each sampled action's proposal density in the [-1, 1]
+        box: uniform actions get weight 1 / 0.5^|A| (they cover the box, including actions pi never proposes), the
+        policy's 1 / pi(a|.), where the actor looks for high Q. Drawn without gradient: the weights are constants
+        for the critic. (experiments/cql_gap.py takes the penalty apart with the same call.)
+        """
+        B, N = obs.shape[-2], self.cfg.n_actions
+        with torch.no_grad():
+            unit = torch.rand(*obs.shape[:-1], N, self.act_dim, device=self.device) * 2 - 1       # uniform on box
+            a_rand = self.actor.to_env(unit)
+            a_pi, logp_pi = sample_actions(self.actor, mean, std, N)                               # pi(.|s)
+            a_pi_next, logp_pi_next = sample_actions(self.actor, next_mean, next_std, N)           # pi(.|s')
+            log_uniform = torch.full_like(logp_pi, self.log_uniform_density)
+        actions = torch.cat([act.unsqueeze(-2), a_rand, a_pi, a_pi_next], -2)                     # (B, 1+3N, d)
+        M = actions.shape[-2]
+        q_all = self.critic(_repeat(obs, M).flatten(-3, -2), actions.flatten(-3, -2)).unflatten(-1, (B, M))
+        return q_all, torch.cat([log_uniform, logp_pi, logp_pi_next], -1)
+
     def update(self, b: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         cfg = self.cfg
         obs, act = b["obs"], b["act"]
-        B, N = obs.shape[-2], cfg.n_actions
+        N = cfg.n_actions
         alpha = self.log_alpha.exp().detach().unsqueeze(-1)  # (1,), or (K, 1): one temperature per seed
         logs = {}
 
@@ -270,23 +291,11 @@ class CQL:
             q_data = self.critic(obs, act)                                                         # (n_critics, B)
             critic_loss = td_loss = ((q_data - target.unsqueeze(-2)) ** 2).mean(-1).sum()
         else:
-            with torch.no_grad():
-                unit = torch.rand(*obs.shape[:-1], N, self.act_dim, device=self.device) * 2 - 1   # uniform on box
-                a_rand = self.actor.to_env(unit)
-                a_pi, logp_pi = sample_actions(self.actor, mean.detach(), std.detach(), N)         # pi(.|s)
-                a_pi_next, logp_pi_next = sample_actions(self.actor, next_mean, next_std, N)       # pi(.|s')
-            # one batched call: 1 + 3N actions per state, all critics at once
-            actions = torch.cat([act.unsqueeze(-2), a_rand, a_pi, a_pi_next], -2)                 # (B, 1+3N, d)
-            M = actions.shape[-2]
-            q_all = self.critic(_repeat(obs, M).flatten(-3, -2), actions.flatten(-3, -2)).unflatten(-1, (B, M))
+            q_all, log_proposal = self.sampled_q(obs, act, mean.detach(), std.detach(), next_mean, next_std)
             q_data, q_sampled = q_all[..., 0], q_all[..., 1:]                                     # (n, B, 1+3N)
             td_loss = ((q_data - target.unsqueeze(-2)) ** 2).mean(-1).sum()
             if cfg.importance_sample:
-                # uniform actions: weight 1 / 0.5^|A| (they cover the box, including actions pi never proposes);
-                # policy actions at s and at s' (evaluated at s): weight 1 / pi(a|.), where the actor looks for
-                # high Q. The log-probabilities are detached: the weights are constants for the critic.
-                log_uniform = torch.full_like(logp_pi, self.log_uniform_density)
-                log_density = torch.cat([log_uniform, logp_pi, logp_pi_next], -1).unsqueeze(-3)  # each critic
+                log_density = log_proposal.unsqueeze(-3)                                          # each critic
             else:  # the references' unweighted variant: the data action joins the samples, no weights
                 q_sampled, log_density = q_all, 0.0
             gap = cql_penalty(q_data, q_sampled, log_density, cfg.temperature).mean(-1)           # (n_critics,)
