@@ -3,6 +3,7 @@
     python experiments/maze_values.py run SETTING [--task 1] [--seed 0] [--steps 50000]   # train (resumable)
     python experiments/maze_values.py report                                               # values.json + figure
     python experiments/maze_values.py report --with RUN_DIR ...    # also any finished run_suite run that kept agent.pt
+    python experiments/maze_values.py report --only --with RUN_DIR ... --out DIR   # just those runs, into DIR
 
 Issue 41 asks to settle the `cpu`-scale setting of IQL on the stitch mazes with evidence (values along the path, not a
 search for a lucky seed). Each SETTING trains IQL with `minirl.runs.run` (the code path of every run of the book) on
@@ -21,6 +22,9 @@ greedy rollouts end, and the success rate. Settings:
 
 Runs go to results/stitching-diagnostics/<setting>/<dataset>/s<seed> (agent.pt is not committed: re-make it with the
 same command, the runs are deterministic on one machine). Serves book/stitching.md and results/README.md.
+
+An agent without a V (CQL, BCQ) is read through its critics: V(s) = min_i Q_i(s, pi(s)) at its greedy action, in the
+units it was trained on (CQL on a maze: 10 r + 5 a step), and the reference curve is drawn in the same units.
 """
 from __future__ import annotations
 
@@ -72,10 +76,29 @@ def spearman(a, b) -> float:
     return float(np.corrcoef(ra, rb)[0, 1])
 
 
+def state_values(agent, obs: np.ndarray) -> np.ndarray:
+    """V at each (normalised) state: IQL's own V, or for an actor-critic without one (CQL, BCQ) the smaller critic's
+    value of its greedy action, min_i Q_i(s, pi(s))."""
+    import torch
+    o = torch.as_tensor(obs, dtype=torch.float32)
+    with torch.no_grad():
+        if hasattr(agent, "V"):
+            return agent.V(o).numpy().astype(float)
+        if not hasattr(agent, "critic"):
+            raise SystemExit(f"{type(agent).__name__} has neither a V nor a critic to read values from")
+        a = torch.as_tensor(agent.act(obs, deterministic=True), dtype=torch.float32)
+        return agent.critic(o, a).min(0).values.numpy().astype(float)
+
+
+def reference_value(steps: float, gamma: float, config: dict) -> float:
+    """The value of reaching the goal in ``steps`` steps at -1 a step, in the units the agent was trained on (a
+    reward r becomes reward_multiplier * r + reward_bias, as CQL's maze settings have it)."""
+    mult, bias = config.get("reward_multiplier", 1.0), config.get("reward_bias", 0.0)
+    return (bias - mult) * (1 - gamma ** steps) / (1 - gamma)
+
+
 def analyse(path: Path) -> dict:
     """V over the open cells of one trained agent, and where its greedy rollouts end."""
-    import torch
-
     from minirl import runs
     from minirl.evaluation import run_episodes
     loaded = runs.load_agent(path)
@@ -85,8 +108,7 @@ def analyse(path: Path) -> dict:
     cells = lay.open_cells
     xy = lay.center(np.array(cells)).astype(np.float32)
     obs = xy if loaded.state_normalizer is None else loaded.state_normalizer.transform(xy)
-    with torch.no_grad():
-        v = loaded.agent.V(torch.as_tensor(obs, dtype=torch.float32)).numpy().astype(float)
+    v = state_values(loaded.agent, obs)
     if loaded.settings["config"].get("reward_scale") == "return_range":  # back to the maze's own units (-1 per step)
         from minirl import datasets
         v = v / datasets.load_dataset(loaded.settings["dataset"], progress=False).return_range_scaler().scale
@@ -96,13 +118,18 @@ def analyse(path: Path) -> dict:
     gamma = loaded.settings["config"]["gamma"]
     _, oracle_return = maze.reference_returns(loaded.settings["dataset"])
     steps_per_cell = -oracle_return / (len(route) - 1)
-    reference = [-(1 - gamma ** (steps_per_cell * lay.distance[goal[0], goal[1], i, j])) / (1 - gamma) for i, j in route]
+    config = loaded.settings["config"]
+    reference = [reference_value(steps_per_cell * lay.distance[goal[0], goal[1], i, j], gamma, config)
+                 for i, j in route]
+    units = ("-1 per step" if "reward_multiplier" not in config
+             else f"{config['reward_multiplier']:g} r + {config.get('reward_bias', 0.0):g} per step")
     ep = run_episodes(loaded, loaded.env_id, 5, seed=0, keep_states=True)
     ends = [tuple(int(x) for x in lay.cell(s[-1, :2])) for s in ep["states"]]
     eval_rows = [line.split(",") for line in (path / "eval.csv").read_text().splitlines()]
     header, rows = eval_rows[0], eval_rows[1:]
     success = {int(r[header.index("step")]): float(r[header.index("success_rate")]) for r in rows}
-    return {"setting": path.parts[-3], "dataset": loaded.settings["dataset"], "seed": loaded.settings["seed"],
+    return {"setting": path.parts[-3], "algo": loaded.settings["algo"], "units": units,
+            "dataset": loaded.settings["dataset"], "seed": loaded.settings["seed"],
             "steps": loaded.step, "config": loaded.settings["config"], "hardware": loaded.settings.get("hardware"),
             "cells": cells, "v": v.tolist(), "distance": dist.tolist(), "rho": spearman(v, -dist),
             "path": route, "v_path": [v[index[p]] for p in route], "v_reference": reference,
@@ -114,21 +141,24 @@ def title(r: dict) -> str:
     """A panel's title: the setting's name, or for a run_suite run (the maze settings) whether it has LayerNorm."""
     if r["setting"] in TITLES:
         return TITLES[r["setting"]]
+    if r.get("algo", "iql") != "iql":
+        return r["algo"].upper()
     return "maze settings + LayerNorm" if r["config"].get("layer_norm") else "the paper's maze settings"
 
 
-def report(extra: list[Path] = ()) -> None:
+def report(extra: list[Path] = (), out: Path = ROOT, only: bool = False) -> None:
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     for d in extra:
-        if not (d / "agent.pt").is_file():
-            raise SystemExit(f"--with {d}: no agent.pt there (a finished run of run_suite.py keeps one)")
-    found = sorted(p.parent for p in ROOT.glob("*/*/s*/agent.pt")) + list(extra)
+        if not ((d / "agent.pt").is_file() or (d / "checkpoint.pt").is_file()):
+            raise SystemExit(f"--with {d}: no agent.pt or checkpoint.pt there (a run of run_suite.py keeps one)")
+    found = ([] if only else sorted(p.parent for p in ROOT.glob("*/*/s*/agent.pt"))) + list(extra)
     if not found:
         raise SystemExit(f"no trained agent under {ROOT}: run `python experiments/maze_values.py run SETTING` first")
     results = [analyse(p) for p in found]
-    (ROOT / "values.json").write_text(json.dumps(results, indent=1, default=str) + "\n")
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "values.json").write_text(json.dumps(results, indent=1, default=str) + "\n")
     lay = maze.layout("medium")
     fig, axes = plt.subplots(2, len(results), figsize=(3.2 * len(results), 6.4), squeeze=False)
     for k, r in enumerate(results):
@@ -154,10 +184,10 @@ def report(extra: list[Path] = ()) -> None:
         ax.plot(r["v_path"], "o-", label="V along the path")
         ax.plot(r["v_reference"], "k--", label="the oracle's speed")
         ax.set_xlabel("cells from the start (shortest path)")
-        ax.set_ylabel("value (reward units: -1 per step)")
+        ax.set_ylabel(f"value (reward units: {r['units']})")
         ax.legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(ROOT / "values.png", dpi=110)
+    fig.savefig(out / "values.png", dpi=110)
     for r in results:
         last = max(r["success"])
         print(f"{r['setting']:>15} {r['dataset']} s{r['seed']}: rho {r['rho']:+.2f}, V increasing along the path at "
@@ -176,11 +206,15 @@ def main(argv=None) -> int:
     rep = sub.add_parser("report")
     rep.add_argument("--with", dest="extra", nargs="+", type=Path, default=[], metavar="RUN_DIR",
                      help="finished runs (with agent.pt) to analyse beside the settings' own")
+    rep.add_argument("--only", action="store_true", help="analyse only the --with runs, not the settings' own")
+    rep.add_argument("--out", type=Path, default=ROOT, help=f"where values.json and values.png go (default {ROOT})")
     a = p.parse_args(argv)
     if a.cmd == "run":
         train(a.setting, a.task, a.seed, a.steps)
     else:
-        report(a.extra)
+        if a.only and not a.extra:
+            p.error("--only needs --with RUN_DIR ...")
+        report(a.extra, a.out, a.only)
     return 0
 
 

@@ -1,0 +1,54 @@
+"""experiments/maze_values.py: where it reads values from an agent without a V (CQL), and the reference curve in the
+units the agent was trained on."""
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "experiments"))
+import maze_values  # noqa: E402
+
+
+def test_iql_is_read_through_its_own_v():
+    from minirl.iql import IQL, IQLConfig
+    torch.manual_seed(0)
+    agent = IQL(2, 2, config=IQLConfig(hidden=(16, 16)))
+    obs = np.random.default_rng(0).normal(size=(7, 2)).astype(np.float32)
+    expected = agent.V(torch.as_tensor(obs)).detach().numpy()
+    np.testing.assert_allclose(maze_values.state_values(agent, obs), expected, rtol=0, atol=1e-6)
+
+
+def test_cql_is_read_through_the_smaller_critic_at_its_greedy_action():
+    from minirl.cql import CQL, CQLConfig
+    torch.manual_seed(0)
+    agent = CQL(2, 2, config=CQLConfig(actor_hidden=(16, 16), critic_hidden=(16, 16)))
+    obs = np.random.default_rng(1).normal(size=(9, 2)).astype(np.float32)
+    o = torch.as_tensor(obs)
+    with torch.no_grad():
+        a = agent.actor.to_env(torch.tanh(agent.actor.mean_std(o)[0]))  # the tanh of the Gaussian's mean
+        q1, q2 = agent.critic(o, a)
+    got = maze_values.state_values(agent, obs)
+    np.testing.assert_allclose(got, torch.minimum(q1, q2).numpy(), rtol=0, atol=1e-6)
+    assert not np.allclose(q1.numpy(), q2.numpy())  # two different critics, so taking the smaller one is tested
+
+
+@pytest.mark.parametrize("steps", [1, 40, 150])
+def test_the_reference_is_the_discounted_sum_of_the_rewards_as_trained(steps):
+    gamma = 0.99
+    raw = -(1 - gamma ** steps) / (1 - gamma)
+    assert maze_values.reference_value(steps, gamma, {}) == pytest.approx(raw)
+    # CQL's maze rewards: 10 r + 5 on each of the same steps, r = -1
+    by_sum = sum(gamma ** t * (10 * -1 + 5) for t in range(steps))
+    assert maze_values.reference_value(steps, gamma, {"reward_multiplier": 10.0, "reward_bias": 5.0}) == \
+        pytest.approx(by_sum)
+    assert math.isclose(by_sum, 10 * raw + 5 * (1 - gamma ** steps) / (1 - gamma))
+
+
+def test_only_needs_runs(capsys):
+    with pytest.raises(SystemExit):
+        maze_values.main(["report", "--only"])
+    assert "--only needs --with" in capsys.readouterr().err
