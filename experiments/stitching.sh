@@ -135,6 +135,17 @@ LOW_ALPHA_SEEDS=(
 # runs stay as they are). Stitch tasks 1-2 keep both alphas.
 GRID_IQL="$DB_LOW_ALPHA"   # the rule held: the grid's IQL from here is alpha 0.0005
 mapfile -t GRID0 < <(grid_tasks stitch 3; grid_tasks stitch 4; grid_tasks stitch 5; grid_tasks navigate 1)
+# 2026-11-28 13:55 (for the lanes' next start). After the grid's IQL on stitch tasks 3-5 and navigate task 1, lane 0
+# takes stitch tasks 1 and 2 to five seeds (the issue asks for five): IQL seeds 3 and 4, then BC and 10%BC seeds 3-4.
+# The 50,000-step grid's remaining entries, which followed here, are dropped: the 300,000-step grid replaces them, and
+# some would have trained CQL in bfloat16.
+FIVE_SEEDS=(
+  "$DB_LOW_ALPHA --datasets pointmaze-medium-stitch-singletask-task1 --seeds 3"
+  "$DB_LOW_ALPHA --datasets pointmaze-medium-stitch-singletask-task1 --seeds 4"
+  "$DB_LOW_ALPHA --datasets pointmaze-medium-stitch-singletask-task2 --seeds 3"
+  "$DB_LOW_ALPHA --datasets pointmaze-medium-stitch-singletask-task2 --seeds 4"
+  "$LONG --algos bc 10%bc --datasets pointmaze-medium-stitch-singletask-task1 pointmaze-medium-stitch-singletask-task2 --seeds 3 4 --batch-seeds"
+)
 lane0=(
   "$DB_LONG --seeds 1"
   "$DB_LONG_TASK2 --seeds 0"
@@ -144,44 +155,7 @@ lane0=(
   "${LOW_ALPHA_SEEDS[@]:3:2}"
   "${GRID0_BC[@]:2}"
   "${GRID0[@]}"
-  "$MAZE --algos bc 10%bc iql --datasets $FIRST --seeds 0 1 2"
-  "$MAZE --algos bc 10%bc iql --datasets $FIRST_NAVIGATE --seeds 0 1 2"
-  "$ROLLOUT_AGENTS --datasets pointmaze-medium-stitch-singletask-task1 pointmaze-medium-navigate-singletask-task1"
-  "$MAZE --algos iql --datasets pointmaze-medium-navigate-singletask-task1 pointmaze-medium-stitch-singletask-task1 --seeds 0 1 2 --set layer_norm=true"
-  "$BUDGET_PROBE --datasets pointmaze-medium-stitch-singletask-task1 --set layer_norm=true"
-  "$LONG --algos bc 10%bc --datasets pointmaze-medium-stitch-singletask-task1 --seeds 0 1 2 --batch-seeds"
-  "$IQL_DB --datasets pointmaze-medium-stitch-singletask-task1 --seeds 0 1 2"
-  "$DB_LONG --seeds 0"
-  "$DB_LONG --seeds 1 2"
-  "$IQL_DB --datasets pointmaze-medium-navigate-singletask-task1 --seeds 0 1 2"
-  "$IQL_DB --datasets pointmaze-medium-stitch-singletask-task2 pointmaze-medium-navigate-singletask-task2 --seeds 0 1 2"
-  "$IQL_DB --datasets $STITCH --seeds 0 1 2"
-  "$MAZE --algos bc 10%bc --datasets $STITCH --seeds 0 1 2"
-  "$IQL_DB --datasets $NAVIGATE --seeds 0 1 2"
-  "$MAZE --algos bc 10%bc --datasets $NAVIGATE --seeds 0 1 2"
-  "$LONG_IQL --datasets pointmaze-medium-stitch-singletask-task1 --seeds 0 1 2 --set beta=100"
-  "$LONG_IQL --datasets pointmaze-medium-stitch-singletask-task1 --seeds 0 1 2 --set expectile=0.5"
-  "$LONG_IQL --datasets pointmaze-medium-stitch-singletask-task2 --seeds 0 1 2"
-  "$LONG --algos bc 10%bc --datasets pointmaze-medium-stitch-singletask-task2 --seeds 0 1 2 --batch-seeds"
-  "$BUDGET_PROBE --datasets pointmaze-medium-navigate-singletask-task1 --set layer_norm=true"
-  "$LONG_IQL --datasets pointmaze-medium-navigate-singletask-task1 --seeds 1 2"
-  "$LONG --algos bc 10%bc --datasets pointmaze-medium-navigate-singletask-task1 pointmaze-medium-navigate-singletask-task2 --seeds 0 1 2 --batch-seeds"
-  "$LONG_IQL --datasets pointmaze-medium-navigate-singletask-task2 --seeds 0 1 2"
-  "$IQL_LN --datasets pointmaze-medium-stitch-singletask-task2 pointmaze-medium-navigate-singletask-task2 --seeds 0 1 2"
-  "$MAZE --algos bc 10%bc --datasets $STITCH --seeds 0 1 2"
-  "$IQL_LN --datasets $STITCH --seeds 0 1 2"
-  "$MAZE --algos cql --datasets $FIRST --seeds 0 1 2"
-  "$IQL_LN --datasets $STITCH --seeds 0 1 2 --set expectile=0.5"
-  "$MAZE --algos bc 10%bc --datasets $NAVIGATE --seeds 0 1 2"
-  "$IQL_LN --datasets $NAVIGATE --seeds 0 1 2"
-  "$IQL_LN --datasets $STITCH --seeds 0 1 2 --set expectile=0.7"
-  "$MAZE --algos cql bcq --datasets $STITCH --seeds 0 1 2"
-  "$MAZE --algos cql bcq --datasets $NAVIGATE --seeds 0 1 2"
-  "$IQL_LN --datasets $STITCH $NAVIGATE --seeds 3 4"
-  "$MAZE --algos bc 10%bc cql bcq --datasets $STITCH $NAVIGATE --seeds 3 4"
-  "$BUDGET_PROBE --datasets pointmaze-medium-navigate-singletask-task1"
-  "$BUDGET_PROBE --datasets pointmaze-medium-navigate-singletask-task1 pointmaze-medium-stitch-singletask-task1 --set layer_norm=true"
-  "$BUDGET_PROBE --datasets pointmaze-medium-navigate-singletask-task1 pointmaze-medium-stitch-singletask-task1"
+  "${FIVE_SEEDS[@]}"
 )
 # The same experiment's control (2026-11-28 00:50) contradicted the prediction written before it: a fresh AWR actor
 # (beta 10, the runs' own extraction) trained on the same fixed critics also reached the goal in every episode of
@@ -225,6 +199,18 @@ CQL_FP32="$RUN --eval-episodes 50 --tag stitching-precision --steps 50000 --eval
 # whether the multiplier at its clamp is what lets Q's level run away.
 CQL_GRID="$LONG --precision float32 --algos cql"
 # 12:35: IQL's one-step control (expectile 0.5) takes the grid's alpha, 0.0005, so that only the expectile differs.
+# 2026-11-28 13:55 (for the lanes' next start). After CQL's float32 seed 0 on stitch task 1, lane 1 runs IQL's one-step
+# control first: expectile 0.5 with everything else the grid's IQL (LayerNorm, DDPG+BC at alpha 0.0005), stitch task 1,
+# seeds 0-2, a claim with three seeds rather than one more single seed. Written before it runs: the gridworld says one
+# step of improvement cannot make two stitches when the behaviour rarely completes the later ones, so predicted: at
+# the final evaluation expectile 0.5 is below expectile 0.9's 100% in all three seeds. Then BCQ and CQL (float32)
+# seed by seed. Dropped: the entries that would have trained CQL in bfloat16 (the maze's CQL is float32 since 12:30),
+# and the 50,000-step grid's BCQ and CQL entries, which the 300,000-step grid replaces.
+ONE_STEP=(
+  "$DB_LOW_ALPHA --set expectile=0.5 --datasets pointmaze-medium-stitch-singletask-task1 --seeds 0"
+  "$DB_LOW_ALPHA --set expectile=0.5 --datasets pointmaze-medium-stitch-singletask-task1 --seeds 1"
+  "$DB_LOW_ALPHA --set expectile=0.5 --datasets pointmaze-medium-stitch-singletask-task1 --seeds 2"
+)
 lane1=(
   "$DB_LONG --seeds 2"
   "$LONG --algos bc 10%bc --datasets pointmaze-medium-stitch-singletask-task2 --seeds 0 1 2 --batch-seeds"
@@ -234,19 +220,16 @@ lane1=(
   "$CQL_FP32"
   "${LOW_ALPHA_SEEDS[@]:2}"
   "$CQL_GRID --datasets pointmaze-medium-stitch-singletask-task1 --seeds 0"
+  "${ONE_STEP[@]}"
   "$LONG --algos bcq --datasets pointmaze-medium-stitch-singletask-task1 --seeds 0"
-  "$DB_LOW_ALPHA --set expectile=0.5 --datasets pointmaze-medium-stitch-singletask-task1 --seeds 0"
-  "$DB_LOW_ALPHA --set expectile=0.5 --datasets pointmaze-medium-stitch-singletask-task1 --seeds 1"
-  "$DB_LOW_ALPHA --set expectile=0.5 --datasets pointmaze-medium-stitch-singletask-task1 --seeds 2"
+  "$CQL_GRID --datasets pointmaze-medium-stitch-singletask-task1 --seeds 1"
+  "$LONG --algos bcq --datasets pointmaze-medium-stitch-singletask-task1 --seeds 1"
+  "$CQL_GRID --datasets pointmaze-medium-stitch-singletask-task1 --seeds 2"
+  "$LONG --algos bcq --datasets pointmaze-medium-stitch-singletask-task1 --seeds 2"
   "$LONG --algos iql --set layer_norm=true --set cosine_actor_lr=false --datasets pointmaze-medium-stitch-singletask-task1 --seeds 0"
   "$LONG --algos iql --set layer_norm=true --datasets pointmaze-medium-stitch-singletask-task1 --seeds 1 2 --batch-seeds"
-  "$LONG --algos cql --datasets pointmaze-medium-stitch-singletask-task1 --seeds 0"
-  "$LONG --algos bcq --datasets pointmaze-medium-stitch-singletask-task1 --seeds 0"
-  "$LONG --algos cql bcq --datasets pointmaze-medium-stitch-singletask-task1 --seeds 1 2"
   "$SUITE --algos bc 10%bc iql --datasets hopper-full-replay --seeds 0 1 2 3 4"
   "$SUITE --algos cql bcq --datasets hopper-full-replay --seeds 0 1 2 3 4"
-  "$MAZE --algos bcq --datasets $FIRST --seeds 0 1 2"
-  "$MAZE --algos cql --datasets $FIRST_NAVIGATE --seeds 0 1 2"
 )
 
 case "${1:-}" in
