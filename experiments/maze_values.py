@@ -143,7 +143,10 @@ def title(r: dict) -> str:
         return TITLES[r["setting"]]
     if r.get("algo", "iql") != "iql":
         return r["algo"].upper()
-    return "maze settings + LayerNorm" if r["config"].get("layer_norm") else "the paper's maze settings"
+    name = "maze settings + LayerNorm" if r["config"].get("layer_norm") else "the paper's maze settings"
+    if r["config"].get("extraction") == "ddpg_bc":
+        name += f", DDPG+BC alpha {r['config']['alpha']:g}"
+    return name
 
 
 def report(extra: list[Path] = (), out: Path = ROOT, only: bool = False) -> None:

@@ -52,3 +52,14 @@ def test_only_needs_runs(capsys):
     with pytest.raises(SystemExit):
         maze_values.main(["report", "--only"])
     assert "--only needs --with" in capsys.readouterr().err
+
+
+def test_a_panel_names_the_extraction_when_it_is_ddpg_bc():
+    r = {"setting": "iql-x", "algo": "iql", "config": {"layer_norm": True, "extraction": "ddpg_bc", "alpha": 0.0005}}
+    assert maze_values.title(r) == "maze settings + LayerNorm, DDPG+BC alpha 0.0005"
+    r["config"] = {"layer_norm": True, "extraction": "awr"}
+    assert maze_values.title(r) == "maze settings + LayerNorm"
+    assert maze_values.title({"setting": "paper", "config": {}}) == TITLE_PAPER
+
+
+TITLE_PAPER = "the paper's maze settings"
