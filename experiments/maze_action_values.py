@@ -23,31 +23,30 @@ sys.path.insert(0, str(REPO))
 
 from minirl import maze  # noqa: E402
 
+sys.path.insert(0, str(REPO / "experiments"))
+from maze_imitation import COS_45, cosine, path_cells  # noqa: E402
+
 OUT = REPO / "results" / "stitching-diagnostics" / "action-values.json"
-COS_45 = float(np.cos(np.pi / 4))
 
 
 def along_path(agent, normalize, ds, lay, route, per_cell: int = 4000) -> list[dict]:
     """Per cell of ``route`` but the goal: Q at the data's actions toward the next cell and at the others, Q at the
     agent's greedy action, and that action's mean cosine with the way (``normalize`` maps raw states to the agent's)."""
     import torch
-    cells = np.asarray(lay.cell(ds.observations[:, :2]))
     rows = []
-    for here, there in zip(route[:-1], route[1:]):
-        at = np.flatnonzero((cells[:, 0] == here[0]) & (cells[:, 1] == here[1]))[:per_cell]
-        way = lay.center(np.array([there]))[0] - lay.center(np.array([here]))[0]
-        way = way / np.linalg.norm(way)
+    for here, at, way in path_cells(ds, lay, route):
+        at = at[:per_cell]
         row = {"cell": list(here), "transitions": int(len(at))}
         if len(at):
             obs = normalize(ds.observations[at].astype(np.float32))
             act = ds.actions[at].astype(np.float32)
-            toward = (act @ way) / np.maximum(np.linalg.norm(act, axis=1), 1e-9) > COS_45
+            toward = cosine(act, way) > COS_45
             greedy = np.asarray(agent.act(obs, deterministic=True), dtype=np.float32)
             with torch.no_grad():
                 o = torch.as_tensor(obs)
                 q_data = agent.critic(o, torch.as_tensor(act)).min(0).values.numpy().astype(float)
                 q_pi = agent.critic(o, torch.as_tensor(greedy)).min(0).values.numpy().astype(float)
-            pi_cos = (greedy @ way) / np.maximum(np.linalg.norm(greedy, axis=1), 1e-9)
+            pi_cos = cosine(greedy, way)
             row |= {"q_data": float(q_data.mean()), "toward": int(toward.sum()),
                     "q_toward": float(q_data[toward].mean()) if toward.any() else None,
                     "q_other": float(q_data[~toward].mean()) if (~toward).any() else None,

@@ -32,21 +32,31 @@ DEFAULT = ["pointmaze-medium-navigate-singletask-task1", "pointmaze-medium-stitc
 COS_45 = float(np.cos(np.pi / 4))
 
 
+def path_cells(ds, lay, route):
+    """For each cell of ``route`` but the goal: ``(cell, indices of ds's transitions in it, unit vector of the way to
+    the next cell)``. Shared with experiments/maze_action_values.py."""
+    cells = np.asarray(lay.cell(ds.observations[:, :2]))
+    for here, there in zip(route[:-1], route[1:]):
+        way = lay.center(np.array([there]))[0] - lay.center(np.array([here]))[0]
+        yield here, np.flatnonzero((cells[:, 0] == here[0]) & (cells[:, 1] == here[1])), way / np.linalg.norm(way)
+
+
+def cosine(actions: np.ndarray, way: np.ndarray) -> np.ndarray:
+    """Each action's cosine with the unit vector ``way``."""
+    return (actions @ way) / np.maximum(np.linalg.norm(actions, axis=1), 1e-9)
+
+
 def along_path(ds, lay, route) -> list[dict]:
     """Per cell of ``route``: transitions there, their mean action's length and cosine with the way to the next
     cell, and the share of actions within 45 degrees of that way (the goal cell, which has no next cell, is left
     out)."""
-    cells = np.asarray(lay.cell(ds.observations[:, :2]))
     rows = []
-    for here, there in zip(route[:-1], route[1:]):
-        at = (cells[:, 0] == here[0]) & (cells[:, 1] == here[1])
-        way = lay.center(np.array([there]))[0] - lay.center(np.array([here]))[0]
-        way = way / np.linalg.norm(way)
+    for here, at, way in path_cells(ds, lay, route):
         a = ds.actions[at]
         mean = a.mean(0) if len(a) else np.zeros(2)
         length = float(np.linalg.norm(mean))
-        cos = (a @ way) / np.maximum(np.linalg.norm(a, axis=1), 1e-9)
-        rows.append({"cell": list(here), "transitions": int(at.sum()), "mean_action_length": length,
+        cos = cosine(a, way)
+        rows.append({"cell": list(here), "transitions": int(len(at)), "mean_action_length": length,
                      "mean_action_cos": float(mean @ way / length) if length > 0 else 0.0,
                      "share_within_45deg": float((cos > COS_45).mean()) if len(a) else 0.0})
     return rows
