@@ -16,10 +16,11 @@ goal.
 For each run this measures, on the data's transitions in each cell of the shortest path from the task's start to its
 goal: the spread of A (the 5th to 95th percentile of min_i Qtarget_i(s, a) - V(s), the critics IQL's actor loss
 uses), beta times it, the length of the advantage-weighted mean action (what the actor's loss pulls the mean
-towards; the data's actions have length about 1) and its cosine with the direction to the next cell of the path;
+towards; the data's actions have length about 1) and its cosine with the direction to the next cell of the path (where
+two paths are as short, the one OGBench's breadth-first tie-break takes: `maze.Layout.path`);
 the policy's mean action in that cell, its length and cosine. It also keeps the policy's actions on a 9 x 9 grid
-over the start cell. Then it plays the run's own 50 evaluation episodes (the seeds training used) and records where
-each one starts and ends: the failures' end points. Writes
+over the start cell and on a 5 x 5 grid over every open cell. Then it plays the run's own 50 evaluation episodes (the
+seeds training used) and records where each one starts and ends: the failures' end points. Writes
 results/stitching-diagnostics/advantages.json (read by scripts/figures/stitching.py); serves book/stitching.md.
 """
 from __future__ import annotations
@@ -132,6 +133,16 @@ def analyse(run_dir: Path, data_cache: dict) -> dict:
     with torch.no_grad():
         g = torch.as_tensor(grid if norm is None else norm.transform(grid), dtype=torch.float32)
         field = agent.actor(g, True).numpy()
+    # and on a 5 x 5 grid over every open cell, to show where the policy heads around walls
+    tick = np.linspace(-0.4, 0.4, 5) * lay.unit
+    fields = []
+    for c in lay.open_cells:
+        cx, cy = lay.center(c)
+        pts = np.array([[cx + x, cy + y] for y in tick for x in tick], np.float32)
+        with torch.no_grad():
+            acts = agent.actor(torch.as_tensor(pts if norm is None else norm.transform(pts),
+                                               dtype=torch.float32), True).numpy()
+        fields.append({"cell": c, "xy": pts.round(3).tolist(), "actions": acts.round(4).tolist()})
     seed = loaded.settings["seed"]
     ep = run_episodes(agent, loaded.env_id, EPISODES, seed=10_000 * (seed + 1), state_normalizer=norm,
                       keep_states=True)
@@ -140,7 +151,7 @@ def analyse(run_dir: Path, data_cache: dict) -> dict:
     return {"run": str(run_dir.relative_to(REPO)), "dataset": name, "seed": seed, "steps": loaded.step,
             "gamma": cfg["gamma"], "beta": cfg["beta"], "path": path, "cells": rows, "start_cell": tuple(start),
             "start_centre": centre.tolist(), "cell_size": lay.unit,
-            "field_xy": grid.round(3).tolist(), "field_actions": field.round(4).tolist(),
+            "field_xy": grid.round(3).tolist(), "field_actions": field.round(4).tolist(), "cell_fields": fields,
             "episodes": EPISODES, "success_rate": float(ep["successes"].mean()),
             "starts": [s[0, :2].round(3).tolist() for s in ep["states"]], "successes": ep["successes"].tolist(),
             "failure_end_cells": sorted({tuple(int(x) for x in lay.cell(e)) for e in ends[fail]}),

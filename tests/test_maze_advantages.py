@@ -91,3 +91,33 @@ def test_the_committed_ddpg_bc_diagnosis_says_what_the_lab_page_reads():
         assert 0.8 < start["critic_push"] / start["data_pull"] < 1.3  # equal at the start ...
         assert last["critic_push"] / last["data_pull"] > 9  # ... about ten times the pull next to the goal
         assert r["failure_end_cells"] and all(tuple(c) in {(6, 1), (5, 1)} for c in r["failure_end_cells"])
+
+
+def to_wall(lay, xy: np.ndarray) -> np.ndarray:
+    """Each point's distance to the nearest wall cell (a square of side ``lay.unit``)."""
+    walls = lay.center(np.argwhere(lay.walls == 1))
+    gap = np.maximum(np.abs(xy[:, None, :] - walls[None]) - lay.unit / 2, 0)
+    return np.linalg.norm(gap, axis=-1).min(1)
+
+
+def test_the_committed_task_3_diagnosis_says_what_the_chapter_reads():
+    """Stitch task 3's goal is behind a wall: every failed episode ends against a wall with the goal straight behind
+    it, seed 0's critics push against the path in the start cell only, and DDPG+BC's push is 6-300 times the pull."""
+    import json
+    runs = json.loads((maze_advantages.OUT.parent / "task3" / "advantages.json").read_text())
+    lay = maze.layout("medium")
+    goal = lay.goal_xy(3)
+    assert [r["seed"] for r in runs] == [0, 1, 2]
+    assert [r["success_rate"] for r in runs] == [0.0, 0.52, 0.0]
+    assert {tuple(f["cell"]) for f in runs[0]["cell_fields"]} == set(lay.open_cells)
+    for r in runs:
+        ends = np.array(r["failure_ends"])
+        assert len(ends) == round(r["episodes"] * (1 - r["success_rate"]))
+        for end in ends:
+            line = end + np.linspace(0, 1, 2001)[:, None] * (goal - end)
+            assert to_wall(lay, line).min() < 0.01  # the straight way to the goal meets a wall (or its corner) ...
+            assert to_wall(lay, end[None])[0] < 0.7  # ... and the episode ends against it
+        ratios = [c["critic_push"] / c["data_pull"] for c in r["cells"]]
+        assert 6 < min(ratios) and max(ratios) < 300
+    cos = [c["critic_push_cos"] for c in runs[0]["cells"]]
+    assert cos[0] < -0.85 and min(cos[1:]) > 0.65

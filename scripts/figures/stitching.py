@@ -3,8 +3,9 @@ method, from the committed `results/stitching-rollouts/<dataset>.json` (written 
 the stitching grid's trained agents); and the success rate against gradient steps of the 300,000-step runs on stitch
 task 1 (`results/stitching-budget`, experiments/stitching.sh); and IQL's advantages along the path with its policy in
 the start cell (`results/stitching-diagnostics/advantages.json`, experiments/maze_advantages.py); and the success of
-new actors trained on those runs' fixed critics (`results/stitching-extraction`, experiments/maze_extraction.py). The
-gridworld figure of the same chapter is saved by notebook 04b."""
+new actors trained on those runs' fixed critics (`results/stitching-extraction`, experiments/maze_extraction.py); and
+IQL's policy around the wall of stitch task 3 (`results/stitching-diagnostics/task3/advantages.json`). The gridworld
+figure of the same chapter is saved by notebook 04b."""
 from __future__ import annotations
 
 import csv
@@ -167,6 +168,74 @@ def advantages_figure(out_dir: Path) -> Path:
     return path
 
 
+WALL = ROOT / "results" / "stitching-diagnostics" / "task3" / "advantages.json"
+
+
+def shortest_paths(lay, start, goal) -> list[list[tuple[int, int]]]:
+    """Every shortest path of cells from ``start`` to ``goal`` (each step to a neighbour one cell nearer the goal)."""
+    dist = lay.distance[goal[0], goal[1]]
+    if tuple(start) == tuple(goal):
+        return [[tuple(goal)]]
+    out = []
+    for di, dj in ((-1, 0), (0, -1), (1, 0), (0, 1)):
+        n = (start[0] + di, start[1] + dj)
+        if lay.walls[n] == 0 and dist[n] == dist[tuple(start)] - 1:
+            out += [[tuple(start)] + rest for rest in shortest_paths(lay, n, goal)]
+    return out
+
+
+def wall_figure(out_dir: Path) -> Path:
+    """Stitch task 3, one panel per seed: the policy's action over the cells around the start and the goal, both
+    shortest paths, and where the failed evaluation episodes end (experiments/maze_advantages.py's cell fields)."""
+    from minirl import maze
+    if not WALL.is_file():
+        raise FileNotFoundError(f"no {WALL.relative_to(ROOT)}: run python experiments/maze_advantages.py on the "
+                                "stitch task 3 runs first")
+    runs = json.loads(WALL.read_text())
+    lay = maze.layout("medium")
+    start, goal = (tuple(c) for c in lay.tasks[2])
+    rows, cols = range(2, 7), range(0, 6)   # the cells drawn: the start, the goal and the two ways round
+    u = lay.unit
+    fig, axes = plt.subplots(1, len(runs), figsize=(4.3 * len(runs), 4.6), squeeze=False)
+    for ax, r in zip(axes[0], runs):
+        for i in rows:
+            for j in cols:
+                if lay.walls[i, j]:
+                    x, y = lay.center((i, j))
+                    ax.add_patch(Rectangle((x - u / 2, y - u / 2), u, u, color="0.35", lw=0))
+        for k, path in enumerate(shortest_paths(lay, start, goal)):
+            xy = lay.center(np.array(path))
+            ax.plot(xy[:, 0], xy[:, 1], color="tab:green", lw=6, alpha=0.25, solid_capstyle="round",
+                    label="the shortest paths (6 cells)" if k == 0 else None)
+        for f in r["cell_fields"]:
+            if f["cell"][0] in rows and f["cell"][1] in cols:
+                xy, act = np.array(f["xy"]), np.array(f["actions"])
+                ax.quiver(xy[:, 0], xy[:, 1], act[:, 0], act[:, 1], color="0.3", angles="xy", scale_units="xy",
+                          scale=1 / (0.15 * u), width=0.005, headwidth=3.5, headlength=4,
+                          headaxislength=3.5)
+        if r["failure_ends"]:
+            ends = np.array(r["failure_ends"])
+            ax.plot(*ends.T, "o", color="tab:red", ms=7, mec="black", zorder=5,
+                    label="where the failed episodes end")
+        ax.plot(*lay.center(start), "x", color="crimson", ms=12, mew=3, zorder=5, label="start")
+        ax.plot(*lay.goal_xy(3), "*", color="gold", mec="black", ms=18, zorder=5, label="goal")
+        ax.set_xlim(lay.center((0, cols[0]))[0] - u / 2, lay.center((0, cols[-1]))[0] + u / 2)
+        ax.set_ylim(lay.center((rows[-1], 0))[1] + u / 2, lay.center((rows[0], 0))[1] - u / 2)  # row 0 at the top
+        ax.set_aspect("equal")
+        ax.set_xlabel("x (maze units; a cell is 4)")
+        ax.set_ylabel("y")
+        ax.set_title(f"seed {r['seed']}: {r['success_rate']:.0%} of {r['episodes']} episodes succeed "
+                     f"({len(r['failure_ends'])} fail)", fontsize=10)
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=4, fontsize=9, frameon=False)
+    fig.suptitle(f"IQL on stitch task 3 after {runs[0]['steps']:,} steps: its action (arrows) around a wall "
+                 "with the goal behind it", fontsize=11)
+    fig.tight_layout(rect=(0, 0.06, 1, 1))
+    path = out_dir / "stitching_wall.png"
+    plots.save_figure(fig, path)
+    return path
+
+
 OVER_TIME = {  # seed 0 of stitch task 1: the runs (actors trained beside the critics) and new actors on their critics
     "iql-layer_norm=True": ("AWR, β 10, beside the critics (cosine learning rate)", "tab:green", "-"),
     "iql-cosine_actor_lr=False-layer_norm=True": ("AWR, β 10, beside the critics (constant rate)", "tab:green", ":"),
@@ -250,4 +319,5 @@ def main(out_dir: Path) -> list[Path]:
         fig.tight_layout()
         path = out_dir / "stitching_rollouts.png"
         plots.save_figure(fig, path)
-        return [path, budget_figure(out_dir), advantages_figure(out_dir), extraction_figure(out_dir)]
+        return [path, budget_figure(out_dir), advantages_figure(out_dir), extraction_figure(out_dir),
+                wall_figure(out_dir)]
