@@ -19,8 +19,9 @@ uses), beta times it, the length of the advantage-weighted mean action (what the
 towards; the data's actions have length about 1) and its cosine with the direction to the next cell of the path (where
 two paths are as short, the one OGBench's breadth-first tie-break takes: `maze.Layout.path`);
 the policy's mean action in that cell, its length and cosine. It also keeps the policy's actions on a 9 x 9 grid
-over the start cell and on a 5 x 5 grid over every open cell. Then it plays the run's own 50 evaluation episodes (the
-seeds training used) and records where each one starts and ends: the failures' end points. Writes
+over the start cell and on a 5 x 5 grid over every open cell, and V at every open cell's centre. Then it plays the
+run's own 50 evaluation episodes (the seeds training used) and records where each one starts and ends: the failures'
+end points, V there and how many of the data's states lie near them. Writes
 results/stitching-diagnostics/advantages.json (read by scripts/figures/stitching.py); serves book/stitching.md.
 """
 from __future__ import annotations
@@ -41,6 +42,7 @@ OUT = REPO / "results" / "stitching-diagnostics" / "advantages.json"
 DEFAULT = [REPO / "results" / "stitching-budget" / "iql-layer_norm=True" / "pointmaze-medium-stitch-singletask-task1"
            / f"s{s}" for s in range(3)]
 EPISODES = 50
+NEAR = 0.25  # the radius within which the data's states are counted around a point
 HOVER = 0.5  # within this of a cell's centre (an eighth of a cell's width): where trajectories hover
 
 
@@ -148,6 +150,12 @@ def analyse(run_dir: Path, data_cache: dict) -> dict:
                       keep_states=True)
     ends = np.stack([s[-1, :2] for s in ep["states"]])
     fail = ~ep["successes"]
+
+    def value(xy: np.ndarray) -> np.ndarray:  # IQL's V at positions (the observation is the position)
+        xy = np.asarray(xy, np.float32).reshape(-1, 2)
+        with torch.no_grad():
+            return agent.value(torch.as_tensor(xy if norm is None else norm.transform(xy),
+                                               dtype=torch.float32)).squeeze(-1).numpy()
     return {"run": str(run_dir.relative_to(REPO)), "dataset": name, "seed": seed, "steps": loaded.step,
             "gamma": cfg["gamma"], "beta": cfg["beta"], "path": path, "cells": rows, "start_cell": tuple(start),
             "start_centre": centre.tolist(), "cell_size": lay.unit,
@@ -157,7 +165,14 @@ def analyse(run_dir: Path, data_cache: dict) -> dict:
             "failure_end_cells": sorted({tuple(int(x) for x in lay.cell(e)) for e in ends[fail]}),
             "failure_ends": ends[fail].round(3).tolist(),
             "failure_end_spread": float(np.linalg.norm(ends[fail] - ends[fail].mean(0), axis=1).max()) if fail.any()
-            else None}
+            else None,
+            "value_at_failure_ends": float(value(ends[fail]).mean()) if fail.any() else None,
+            # how often the data visits there: its states within NEAR of the failures' mean end, and of the start's centre
+            "data_near_failure_ends": int((np.linalg.norm(data.observations[:, :2] - ends[fail].mean(0), axis=1)
+                                           < NEAR).sum()) if fail.any() else None,
+            "data_near_start_centre": int((np.linalg.norm(data.observations[:, :2] - centre, axis=1) < NEAR).sum()),
+            "value_at_cell_centres": [{"cell": c, "cells_to_goal": int(lay.distance[goal[0], goal[1], c[0], c[1]]),
+                                       "value": float(value(lay.center(c))[0])} for c in lay.open_cells]}
 
 
 def main(argv=None) -> int:
@@ -199,6 +214,11 @@ def main(argv=None) -> int:
                       f"({c['data_pull_cos']:+.2f}) | {c['net_cos']:+.2f}")
         near = np.linalg.norm(np.array(r["starts"]) - r["start_centre"], axis=1) < 2 * HOVER
         won = np.array(r["successes"])
+        if r["value_at_failure_ends"] is not None:
+            by_cell = {tuple(v["cell"]): v["value"] for v in r["value_at_cell_centres"]}
+            print(f"  V where the failures end: {r['value_at_failure_ends']:.1f}; at the start cell's centre: "
+                  f"{by_cell[tuple(r['start_cell'])]:.1f}; the data's states within {NEAR} of those points: "
+                  f"{r['data_near_failure_ends']:,} and {r['data_near_start_centre']:,}")
         print(f"  episodes starting within {2 * HOVER} of the start cell's centre: {won[near].sum()} of {near.sum()} "
               f"succeed; farther: {won[~near].sum()} of {(~near).sum()}")
     print(f"wrote {a.out}")

@@ -102,7 +102,8 @@ def to_wall(lay, xy: np.ndarray) -> np.ndarray:
 
 def test_the_committed_task_3_diagnosis_says_what_the_chapter_reads():
     """Stitch task 3's goal is behind a wall: every failed episode ends against a wall with the goal straight behind
-    it, seed 0's critics push against the path in the start cell only, and DDPG+BC's push is 6-300 times the pull."""
+    it, where the data hardly goes and V is extrapolated high; seed 0's critics push against the path in the start cell
+    only, and DDPG+BC's push is 6-300 times the pull."""
     import json
     runs = json.loads((maze_advantages.OUT.parent / "task3" / "advantages.json").read_text())
     lay = maze.layout("medium")
@@ -119,5 +120,10 @@ def test_the_committed_task_3_diagnosis_says_what_the_chapter_reads():
             assert to_wall(lay, end[None])[0] < 0.7  # ... and the episode ends against it
         ratios = [c["critic_push"] / c["data_pull"] for c in r["cells"]]
         assert 6 < min(ratios) and max(ratios) < 300
+        # where they end the data hardly goes, and V there is far above V at the start (seed 2: above the goal's 0)
+        assert r["data_near_failure_ends"] < 0.001 * r["data_near_start_centre"]
+        start_v = next(v["value"] for v in r["value_at_cell_centres"] if v["cell"] == r["start_cell"])
+        assert r["value_at_failure_ends"] > start_v + 25
+    assert runs[2]["value_at_failure_ends"] > 20
     cos = [c["critic_push_cos"] for c in runs[0]["cells"]]
     assert cos[0] < -0.85 and min(cos[1:]) > 0.65
