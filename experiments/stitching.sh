@@ -211,6 +211,12 @@ ONE_STEP=(
   "$DB_LOW_ALPHA --set expectile=0.5 --datasets pointmaze-medium-stitch-singletask-task1 --seeds 1"
   "$DB_LOW_ALPHA --set expectile=0.5 --datasets pointmaze-medium-stitch-singletask-task1 --seeds 2"
 )
+# 2026-11-28 16:55, a prediction written while IQL on stitch task 4 seed 0 runs (lane 0, 0% at every evaluation to
+# 150,000 steps): task 4's start (6, 5) and goal (6, 1) share a row with the wall cell (6, 4) between them; the path
+# runs ten cells around. From task 3's diagnosis (stitching-diagnostics/task3/): where a seed of the grid's IQL fails
+# there at 300,000 steps, its failed episodes end within 0.7 of a wall cell that the straight line to the goal meets,
+# at a point where the data has under 0.1% of the states it has around the start cell's centre, and V there is above
+# V at the start cell's centre. Checked with maze_advantages.py on each finished seed.
 # 2026-11-28 16:30 (for the lanes' next start). The sweep's middle point, expectile 0.7 (the IQL paper's MuJoCo value),
 # same settings and seeds, right after the one-step control: with 0.5 and the grid's 0.9 it makes the issue's sweep
 # 0.5 / 0.7 / 0.9 on stitch task 1. No prediction is written for it: the gridworld's threshold tau_c depends on how rare
