@@ -40,7 +40,10 @@ What this file adds or changes:
 * ``layer_norm=True``: LayerNorm in V and the critics, as OGBench's IQL (Park et al. 2024) has on its mazes;
 * ``extraction="ddpg_bc"`` (with the deterministic actor): the DDPG+BC loss above. OGBench's agent has a Gaussian
   actor with a fixed unit std whose ``-log pi(a|s) = ||mean(s) - a||^2 / 2 + const``, so its alpha is twice this
-  file's: its pointmaze setting, 0.003, is ``alpha=0.0015`` here.
+  file's: its pointmaze setting, 0.003, is ``alpha=0.0015`` here. Its mean has no tanh: the critic is evaluated at
+  the mean clipped to the action box and the behaviour-cloning term at the unclipped mean, so that term's gradient
+  never vanishes. ``actor_squash="clip"`` does the same here; the default, ``"tanh"``, bounds the action with a
+  tanh, through which neither term passes a gradient where the actor saturates.
 The paper's settings for AntMaze differ from the MuJoCo ones above: expectile 0.9, beta 10, and rewards shifted to
 -1 per step and 0 at the goal with no return-range scaling (OGBench's single-task mazes already pay those rewards);
 ``minirl.runs`` applies them to every maze run (``runs.DOMAIN_CONFIG``).
@@ -84,12 +87,16 @@ class IQLConfig:
     layer_norm: bool = False            # LayerNorm after each hidden layer of V and the critics (OGBench; not the paper)
     extraction: Literal["awr", "ddpg_bc"] = "awr"  # the actor's loss: AWR (the paper) or DDPG+BC (OGBench's GCIQL)
     alpha: float = 0.0015               # weight of the squared error to the data's action in DDPG+BC
+    actor_squash: Literal["tanh", "clip"] = "tanh"  # the deterministic actor's bound: tanh, or OGBench's clip
 
     def __post_init__(self):
         check_fields(self, hidden=LAYERS, actor_lr=POSITIVE, critic_lr=POSITIVE, value_lr=POSITIVE,
                      gamma=interval("[0, 1)"), tau=interval("(0, 1]"), target_update_period=AT_LEAST_ONE,
                      expectile=interval("(0, 1)"), beta=NON_NEGATIVE, max_exp_adv=POSITIVE, n_critics=AT_LEAST_ONE,
                      max_steps=AT_LEAST_ONE, alpha=NON_NEGATIVE)
+        if self.actor_squash == "clip" and self.actor != "deterministic":
+            raise UserError(f"IQLConfig.actor must be 'deterministic' with actor_squash='clip' (a Gaussian actor has "
+                            f"its own bound), got {self.actor!r}")
         if self.extraction == "ddpg_bc" and self.actor != "deterministic":
             raise UserError(f"IQLConfig.actor must be 'deterministic' with extraction='ddpg_bc' (the critic is "
                             f"climbed at the policy's action), got {self.actor!r}")
@@ -177,8 +184,11 @@ class IQL:
                  config: IQLConfig | None = None, device: str = "cpu"):
         self.cfg = cfg = config or IQLConfig()
         self.device = torch.device(device)
-        actor_cls = GaussianActor if cfg.actor == "gaussian" else DeterministicActor
-        self.actor = actor_cls(obs_dim, act_dim, cfg.hidden, action_low, action_high).to(self.device)
+        if cfg.actor == "gaussian":
+            self.actor = GaussianActor(obs_dim, act_dim, cfg.hidden, action_low, action_high).to(self.device)
+        else:
+            self.actor = DeterministicActor(obs_dim, act_dim, cfg.hidden, action_low, action_high,
+                                            squash=cfg.actor_squash).to(self.device)
         self.critic = CriticEnsemble(obs_dim, act_dim, cfg.hidden, cfg.n_critics, cfg.layer_norm).to(self.device)
         self.critic_target = copy.deepcopy(self.critic).requires_grad_(False)
         self.value = mlp(obs_dim, 1, cfg.hidden, layer_norm=cfg.layer_norm).to(self.device)
@@ -198,11 +208,11 @@ class IQL:
         return cosine_lr(self.t, cfg.max_steps, cfg.actor_lr) if cfg.cosine_actor_lr else cfg.actor_lr
 
     def actor_nll(self, obs: torch.Tensor, act: torch.Tensor, pi: torch.Tensor | None = None) -> torch.Tensor:
-        """Per-sample ``-log pi(a|s)`` (Gaussian) or ``||pi(s) - a||^2`` (deterministic), shape ``(B,)``; ``pi``: the
-        deterministic actor's ``pi(s)`` where the caller has it already."""
+        """Per-sample ``-log pi(a|s)`` (Gaussian) or ``||pi(s) - a||^2`` (deterministic, before any clip), shape
+        ``(B,)``; ``pi``: the deterministic actor's unclipped ``pi(s)`` where the caller has it already."""
         if self.cfg.actor == "gaussian":
             return -self.actor.log_prob(obs, act)
-        return ((self.actor(obs) if pi is None else pi) - act).pow(2).sum(-1)
+        return ((self.actor.unclipped(obs) if pi is None else pi) - act).pow(2).sum(-1)
 
     def update(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         cfg = self.cfg
@@ -248,9 +258,9 @@ class IQL:
             loss_pi = awr_actor_loss(weights, self.actor_nll(obs, act))
             logs = {"weight": weights.mean(), "weight_clamped": (weights >= cfg.max_exp_adv).float().mean()}
         else:  # DDPG+BC: the target critics at the policy's action (they take no gradient step from it)
-            pi = self.actor(obs)
-            q_pi = value_target(self.critic_target(obs, pi))
-            loss_pi = ddpg_bc_actor_loss(q_pi, self.actor_nll(obs, act, pi), cfg.alpha)
+            raw = self.actor.unclipped(obs)                           # = pi(s) unless actor_squash="clip"
+            q_pi = value_target(self.critic_target(obs, self.actor.clip(raw)))
+            loss_pi = ddpg_bc_actor_loss(q_pi, self.actor_nll(obs, act, raw), cfg.alpha)
             logs = {"q_pi": q_pi.detach().mean()}
         lr = self.actor_lr()
         set_lr(self.actor_opt, lr)

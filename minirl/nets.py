@@ -194,15 +194,32 @@ class GaussianActor(_ActionScaler):
 
 
 class DeterministicActor(_ActionScaler):
-    """``a = scale * tanh(f(s)) + bias``: TD3-style and the deterministic options of BC and IQL."""
+    """``a = scale * tanh(f(s)) + bias``: TD3-style and the deterministic options of BC and IQL.
+
+    ``squash="clip"``: ``a = scale * clip(f(s), -1, 1) + bias``, OGBench's DDPG+BC actor (the mean of its Gaussian
+    has no tanh; it is clipped where the critic is evaluated and left unclipped in the behaviour-cloning term). Where
+    ``|f(s)|`` is large a tanh passes no gradient back, to either term; the unclipped output always gets the
+    behaviour-cloning term's (:meth:`unclipped`).
+    """
 
     def __init__(self, obs_dim: int, act_dim: int, hidden: Sequence[int] = (256, 256),
-                 action_low=None, action_high=None):
+                 action_low=None, action_high=None, squash: str = "tanh"):
         super().__init__(act_dim, action_low, action_high)
-        self.net = mlp(obs_dim, act_dim, hidden, output_activation=nn.Tanh)
+        if squash not in ("tanh", "clip"):
+            raise ValueError(f"squash must be 'tanh' or 'clip', got {squash!r}")
+        self.squash = squash
+        self.net = mlp(obs_dim, act_dim, hidden, output_activation=nn.Tanh if squash == "tanh" else None)
+
+    def unclipped(self, obs: torch.Tensor) -> torch.Tensor:
+        """``scale * f(s) + bias`` before the clip (``squash="tanh"``: the action itself)."""
+        return self.to_env(self.net(obs))
+
+    def clip(self, a: torch.Tensor) -> torch.Tensor:
+        """``a`` clipped to the action bounds (``squash="tanh"``: ``a``, inside them already)."""
+        return self.to_env(self.to_unit(a).clamp(-1, 1)) if self.squash == "clip" else a
 
     def forward(self, obs: torch.Tensor, deterministic: bool = True) -> torch.Tensor:
-        return self.to_env(self.net(obs))
+        return self.clip(self.unclipped(obs))
 
 
 class VectorizedLinear(nn.Module):

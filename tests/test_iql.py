@@ -7,6 +7,7 @@ import torch
 
 import minirl.iql as iql_module
 from minirl import tabular
+from minirl.config import UserError
 from minirl.data import OfflineDataset
 from minirl.iql import (IQL, IQLConfig, awr_actor_loss, awr_weights, cosine_lr, critic_loss, ddpg_bc_actor_loss,
                         expectile_loss, q_target, value_loss, value_target)
@@ -129,6 +130,39 @@ def test_ddpg_bc_climbs_the_critic_and_only_the_actor_moves():
     after = [*agent.critic.parameters(), *agent.critic_target.parameters(), *agent.value.parameters()]
     assert all(torch.equal(a, f) for a, f in zip(after, frozen))
     assert agent.step == 0 and int(agent.t) == 20  # extract advances the actor's schedule, not the critics' count
+
+
+def test_a_saturated_tanh_actor_gets_no_gradient_and_a_clipped_one_gets_the_bc_term_s():
+    """OGBench's DDPG+BC actor (actor_squash="clip"): the critic at the clipped action, behaviour cloning on the
+    unclipped one. Driven far outside the box, a tanh actor gets no gradient from either term; a clipped actor gets
+    none from the critic but the behaviour-cloning term's pull back towards the data."""
+    b = random_batch(B=32)
+    grads = {}
+    for squash in ("tanh", "clip"):
+        agent = small_agent(actor="deterministic", extraction="ddpg_bc", alpha=0.5, actor_squash=squash)
+        with torch.no_grad():
+            agent.actor.net[-2 if squash == "tanh" else -1].bias.fill_(40.0)  # f(s) >> 1 everywhere
+        assert torch.allclose(agent.actor(b["obs"]), torch.ones(32, 2))  # both act at the box's corner
+        agent.extract(b)
+        grads[squash] = agent.actor.net[0].weight.grad.abs().max().item()
+        raw = agent.actor.unclipped(b["obs"])
+        if squash == "clip":  # the BC term is on the unclipped output, the critic on the clipped one
+            assert raw.min() > 30
+            expected = 0.5 * ((raw - b["act"]).pow(2).sum(-1)).mean()
+            q_pi = value_target(agent.critic_target(b["obs"], torch.ones(32, 2)))
+            assert torch.isclose(agent.actor_nll(b["obs"], b["act"]).mean() * 0.5, expected)
+            assert torch.isclose(ddpg_bc_actor_loss(q_pi, agent.actor_nll(b["obs"], b["act"]), 0.5),
+                                 -q_pi.mean() / q_pi.abs().mean().detach() + expected)
+        else:
+            assert torch.equal(raw, agent.actor(b["obs"]))  # unclipped is the action itself
+    assert grads["tanh"] == 0.0 and grads["clip"] > 1e-3
+
+
+def test_actor_squash_clip_needs_the_deterministic_actor():
+    with pytest.raises(UserError, match="IQLConfig.actor must be 'deterministic' with actor_squash='clip'"):
+        IQLConfig(actor_squash="clip")
+    with pytest.raises(UserError, match="actor_squash"):
+        IQLConfig(actor="deterministic", actor_squash="sigmoid")
 
 
 def test_extract_takes_the_actor_step_update_takes():
