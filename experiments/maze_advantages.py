@@ -19,7 +19,8 @@ uses), beta times it, the length of the advantage-weighted mean action (what the
 towards; the data's actions have length about 1) and its cosine with the direction to the next cell of the path (where
 two paths are as short, the one OGBench's breadth-first tie-break takes: `maze.Layout.path`);
 the policy's mean action in that cell, its length and cosine. It also keeps the policy's actions on a 9 x 9 grid
-over the start cell and on a 5 x 5 grid over every open cell, and V at every open cell's centre. Then it plays the
+over the start cell (with a deterministic actor, also |f(s)| before its tanh or clip there) and on a 5 x 5 grid
+over every open cell, and V at every open cell's centre. Then it plays the
 run's own 50 evaluation episodes (the seeds training used) and records where each one starts and ends: the failures'
 end points, V there and how many of the data's states lie near them. Writes
 results/stitching-diagnostics/advantages.json (read by scripts/figures/stitching.py); serves book/stitching.md.
@@ -135,6 +136,9 @@ def analyse(run_dir: Path, data_cache: dict) -> dict:
     with torch.no_grad():
         g = torch.as_tensor(grid if norm is None else norm.transform(grid), dtype=torch.float32)
         field = agent.actor(g, True).numpy()
+        # a deterministic actor's output layer before its bound: with a tanh, |f(s)| >> 1 passes no gradient back
+        squash = getattr(agent.actor, "squash", None)
+        pre = None if squash is None else (agent.actor.net[:-1](g) if squash == "tanh" else agent.actor.net(g)).abs()
     # and on a 5 x 5 grid over every open cell, to show where the policy heads around walls
     tick = np.linspace(-0.4, 0.4, 5) * lay.unit
     fields = []
@@ -160,6 +164,8 @@ def analyse(run_dir: Path, data_cache: dict) -> dict:
             "gamma": cfg["gamma"], "beta": cfg["beta"], "path": path, "cells": rows, "start_cell": tuple(start),
             "start_centre": centre.tolist(), "cell_size": lay.unit,
             "field_xy": grid.round(3).tolist(), "field_actions": field.round(4).tolist(), "cell_fields": fields,
+            "actor_squash": squash, "field_pre_squash_abs": None if pre is None else
+            {"min": float(pre.min()), "median": float(pre.median())},
             "episodes": EPISODES, "success_rate": float(ep["successes"].mean()),
             "starts": [s[0, :2].round(3).tolist() for s in ep["states"]], "successes": ep["successes"].tolist(),
             "failure_end_cells": sorted({tuple(int(x) for x in lay.cell(e)) for e in ends[fail]}),
@@ -214,6 +220,9 @@ def main(argv=None) -> int:
                       f"({c['data_pull_cos']:+.2f}) | {c['net_cos']:+.2f}")
         near = np.linalg.norm(np.array(r["starts"]) - r["start_centre"], axis=1) < 2 * HOVER
         won = np.array(r["successes"])
+        if r["field_pre_squash_abs"] is not None:
+            print(f"  the actor's output before its {r['actor_squash']} over the start cell: |f(s)| from "
+                  f"{r['field_pre_squash_abs']['min']:.1f} (median {r['field_pre_squash_abs']['median']:.1f})")
         if r["value_at_failure_ends"] is not None:
             by_cell = {tuple(v["cell"]): v["value"] for v in r["value_at_cell_centres"]}
             print(f"  V where the failures end: {r['value_at_failure_ends']:.1f}; at the start cell's centre: "

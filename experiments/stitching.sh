@@ -146,6 +146,19 @@ FIVE_SEEDS=(
   "$DB_LOW_ALPHA --datasets pointmaze-medium-stitch-singletask-task2 --seeds 4"
   "$LONG --algos bc 10%bc --datasets pointmaze-medium-stitch-singletask-task1 pointmaze-medium-stitch-singletask-task2 --seeds 3 4 --batch-seeds"
 )
+# 2026-11-28 17:35. Why the grid's IQL stays in the corners of task 3 and task 4 (stitching-diagnostics/task3/, task4/):
+# its deterministic actor bounds the action with a tanh, and over the start cell where task 3's seed 0 and task 4's
+# seed 0 stop the tanh's input |f(s)| is at least 15.4 and 19.2 (medians 20.8 and 26.5; maze_advantages.py), so
+# neither term of DDPG+BC passes it any gradient there (1 - tanh^2 is 0 in float32); the actor there moves only as
+# other states drag it. OGBench's actor has no tanh: the critic is evaluated at the clipped mean and the behaviour-
+# cloning term at the unclipped one, whose gradient never vanishes (iql.py, actor_squash="clip"). The test, one seed
+# each, task 3 and task 4 seed 0 (0% at every evaluation with the tanh), all else the grid's IQL. Predicted before
+# the runs: if the saturation is what holds the policy in the corner, the clipped actor ends above 0% on both; if both
+# end at 0% with their failures at the same corners, the critics' off-data maximum holds the policy, not the tanh.
+CLIP_TEST=(
+  "$DB_LOW_ALPHA --set actor_squash=clip --datasets pointmaze-medium-stitch-singletask-task3 --seeds 0"
+  "$DB_LOW_ALPHA --set actor_squash=clip --datasets pointmaze-medium-stitch-singletask-task4 --seeds 0"
+)
 lane0=(
   "$DB_LONG --seeds 1"
   "$DB_LONG_TASK2 --seeds 0"
@@ -154,6 +167,7 @@ lane0=(
   "${GRID0_BC[@]:0:2}"
   "${LOW_ALPHA_SEEDS[@]:3:2}"
   "${GRID0_BC[@]:2}"
+  "${CLIP_TEST[@]}"
   "${GRID0[@]}"
   "${FIVE_SEEDS[@]}"
 )
