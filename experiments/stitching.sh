@@ -146,7 +146,7 @@ FIVE_SEEDS=(
   "$DB_LOW_ALPHA --datasets pointmaze-medium-stitch-singletask-task2 --seeds 4"
   "$LONG --algos bc 10%bc --datasets pointmaze-medium-stitch-singletask-task1 pointmaze-medium-stitch-singletask-task2 --seeds 3 4 --batch-seeds"
 )
-# 2026-11-28 17:35. Why the grid's IQL stays in the corners of task 3 and task 4 (stitching-diagnostics/task3/, task4/):
+# 2026-11-28 17:30. Why the grid's IQL stays in the corners of task 3 and task 4 (stitching-diagnostics/task3/, task4/):
 # its deterministic actor bounds the action with a tanh, and over the start cell where task 3's seed 0 and task 4's
 # seed 0 stop the tanh's input |f(s)| is at least 15.4 and 19.2 (medians 20.8 and 26.5; maze_advantages.py), so
 # neither term of DDPG+BC passes it any gradient there (1 - tanh^2 is 0 in float32); the actor there moves only as
