@@ -47,6 +47,12 @@ NEAR = 0.25  # the radius within which the data's states are counted around a po
 HOVER = 0.5  # within this of a cell's centre (an eighth of a cell's width): where trajectories hover
 
 
+def states(norm, x: np.ndarray):
+    """The observations ``x`` as the agent takes them: normalised when it was trained so, a float32 tensor."""
+    import torch
+    return torch.as_tensor(x if norm is None else norm.transform(x), dtype=torch.float32)
+
+
 def weighted_mean(actions: np.ndarray, adv: np.ndarray, beta: float, max_weight: float) -> np.ndarray:
     """The advantage-weighted mean action: what AWR's maximum-likelihood fit pulls a Gaussian policy's mean towards."""
     w = np.exp(np.minimum(beta * adv, np.log(max_weight)))  # min(exp(beta A), max_weight), without overflow
@@ -72,7 +78,7 @@ def hovering(agent, norm, obs: np.ndarray, act: np.ndarray, offset: np.ndarray, 
            "hover_mean_action": float(np.linalg.norm(act[near].mean(0))) if near.any() else None}
     if alpha is None or not near.any():
         return out
-    o = torch.as_tensor(obs[near] if norm is None else norm.transform(obs[near]), dtype=torch.float32)
+    o = states(norm, obs[near])
     pi = agent.actor(o, True).detach().requires_grad_(True)
     push = torch.autograd.grad(value_target(agent.critic_target(o, pi)).sum(), pi)[0].numpy().mean(0) / scale
     pull = (2.0 * alpha * (act[near] - pi.detach().numpy())).mean(0)
@@ -106,14 +112,14 @@ def analyse(run_dir: Path, data_cache: dict) -> dict:
         pick = np.random.default_rng(0).choice(len(data.observations), 4096, replace=False)
         sample = data.observations[pick]
         with torch.no_grad():
-            s_t = torch.as_tensor(sample if norm is None else norm.transform(sample), dtype=torch.float32)
+            s_t = states(norm, sample)
             scale = float(value_target(agent.critic_target(s_t, agent.actor(s_t, True))).abs().mean())
     offset = np.linalg.norm(data.observations[:, :2] - lay.center(cells), axis=1)  # from each row's cell's centre
     rows = []
     for k, c in enumerate(path[:-1]):
         inside = (cells[:, 0] == c[0]) & (cells[:, 1] == c[1])
         obs, act = data.observations[inside], data.actions[inside]
-        o = torch.as_tensor(obs if norm is None else norm.transform(obs), dtype=torch.float32)
+        o = states(norm, obs)
         with torch.no_grad():
             adv = (agent.critic_target(o, torch.as_tensor(act)).min(0).values - agent.value(o).squeeze(-1)).numpy()
             pi = agent.actor(o, True).numpy()
@@ -134,7 +140,7 @@ def analyse(run_dir: Path, data_cache: dict) -> dict:
     ticks = np.linspace(-0.45, 0.45, 9) * lay.unit
     grid = np.array([[centre[0] + x, centre[1] + y] for y in ticks for x in ticks], np.float32)
     with torch.no_grad():
-        g = torch.as_tensor(grid if norm is None else norm.transform(grid), dtype=torch.float32)
+        g = states(norm, grid)
         field = agent.actor(g, True).numpy()
         # a deterministic actor's output layer before its bound: with a tanh, |f(s)| >> 1 passes no gradient back
         squash = getattr(agent.actor, "squash", None)
@@ -146,8 +152,7 @@ def analyse(run_dir: Path, data_cache: dict) -> dict:
         cx, cy = lay.center(c)
         pts = np.array([[cx + x, cy + y] for y in tick for x in tick], np.float32)
         with torch.no_grad():
-            acts = agent.actor(torch.as_tensor(pts if norm is None else norm.transform(pts),
-                                               dtype=torch.float32), True).numpy()
+            acts = agent.actor(states(norm, pts), True).numpy()
         fields.append({"cell": c, "xy": pts.round(3).tolist(), "actions": acts.round(4).tolist()})
     seed = loaded.settings["seed"]
     ep = run_episodes(agent, loaded.env_id, EPISODES, seed=10_000 * (seed + 1), state_normalizer=norm,
@@ -158,8 +163,7 @@ def analyse(run_dir: Path, data_cache: dict) -> dict:
     def value(xy: np.ndarray) -> np.ndarray:  # IQL's V at positions (the observation is the position)
         xy = np.asarray(xy, np.float32).reshape(-1, 2)
         with torch.no_grad():
-            return agent.value(torch.as_tensor(xy if norm is None else norm.transform(xy),
-                                               dtype=torch.float32)).squeeze(-1).numpy()
+            return agent.value(states(norm, xy)).squeeze(-1).numpy()
     return {"run": str(run_dir.relative_to(REPO)), "dataset": name, "seed": seed, "steps": loaded.step,
             "gamma": cfg["gamma"], "beta": cfg["beta"], "path": path, "cells": rows, "start_cell": tuple(start),
             "start_centre": centre.tolist(), "cell_size": lay.unit,
