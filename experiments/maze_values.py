@@ -97,6 +97,18 @@ def reference_value(steps: float, gamma: float, config: dict) -> float:
     return (bias - mult) * (1 - gamma ** steps) / (1 - gamma)
 
 
+def reach_share(cells: np.ndarray, trajectory: np.ndarray, terminals: np.ndarray, route) -> list[float]:
+    """For each cell of ``route``, the share of the data's states in it (``cells``: each row's cell) from which its
+    own trajectory goes on to reach the goal (a terminal row at or after it, in the same trajectory). With rewards
+    -1 a step, a state whose trajectory never arrives is worth about -1 / (1 - gamma) to the behaviour, so where this
+    share is 0, V^beta, what IQL's expectile 0.5 learns, is about the value of never arriving."""
+    rows = np.arange(len(terminals))
+    last = np.full(int(trajectory.max()) + 1, -1)
+    np.maximum.at(last, trajectory[terminals], rows[terminals])
+    reaches = rows <= last[trajectory]
+    return [float(reaches[(cells[:, 0] == i) & (cells[:, 1] == j)].mean()) for i, j in route]
+
+
 def analyse(path: Path) -> dict:
     """V over the open cells of one trained agent, and where its greedy rollouts end."""
     from minirl import runs
@@ -109,9 +121,10 @@ def analyse(path: Path) -> dict:
     xy = lay.center(np.array(cells)).astype(np.float32)
     obs = xy if loaded.state_normalizer is None else loaded.state_normalizer.transform(xy)
     v = state_values(loaded.agent, obs)
+    from minirl import datasets
+    data = datasets.load_dataset(loaded.settings["dataset"], progress=False)
     if loaded.settings["config"].get("reward_scale") == "return_range":  # back to the maze's own units (-1 per step)
-        from minirl import datasets
-        v = v / datasets.load_dataset(loaded.settings["dataset"], progress=False).return_range_scaler().scale
+        v = v / data.return_range_scaler().scale
     dist = np.array([lay.distance[goal[0], goal[1], i, j] for i, j in cells])
     route = lay.path(start, goal)
     index = {cell: k for k, cell in enumerate(cells)}
@@ -134,6 +147,8 @@ def analyse(path: Path) -> dict:
             "cells": cells, "v": v.tolist(), "distance": dist.tolist(), "rho": spearman(v, -dist),
             "path": route, "v_path": [v[index[p]] for p in route], "v_reference": reference,
             "path_increasing": float(np.mean(np.diff([v[index[p]] for p in route]) > 0)),
+            "data_reach_path": reach_share(lay.cell(data.observations[:, :2]), data.infos["trajectory"],
+                                           data.terminals, route),
             "rollout_ends": ends, "success": success, "start": tuple(start), "goal": tuple(goal)}
 
 

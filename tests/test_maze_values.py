@@ -63,3 +63,15 @@ def test_a_panel_names_the_extraction_when_it_is_ddpg_bc():
 
 
 TITLE_PAPER = "the paper's maze settings"
+
+
+def test_reach_share_counts_states_whose_own_trajectory_reaches_the_goal_later():
+    # two trajectories over cells A = (1, 1) and B = (1, 2); the goal (a terminal row) is reached once, in
+    # trajectory 0 at row 2, so its rows 0-2 reach it and its row 3 (after the goal) and all of trajectory 1 do not
+    cells = np.array([(1, 1), (1, 2), (1, 2), (1, 1), (1, 1), (1, 2), (1, 2)])
+    trajectory = np.array([0, 0, 0, 0, 1, 1, 1])
+    terminals = np.array([False, False, True, False, False, False, False])
+    got = maze_values.reach_share(cells, trajectory, terminals, [(1, 1), (1, 2)])
+    assert got == [pytest.approx(1 / 3), pytest.approx(2 / 4)]
+    # a trajectory that never reaches the goal contributes nothing, however its rows are ordered
+    assert maze_values.reach_share(cells, trajectory, np.zeros(7, bool), [(1, 1), (1, 2)]) == [0.0, 0.0]
