@@ -159,6 +159,18 @@ CLIP_TEST=(
   "$DB_LOW_ALPHA --set actor_squash=clip --datasets pointmaze-medium-stitch-singletask-task3 --seeds 0"
   "$DB_LOW_ALPHA --set actor_squash=clip --datasets pointmaze-medium-stitch-singletask-task4 --seeds 0"
 )
+# 2026-11-28 19:55. The clipped actor on task 4 seed 0 reached the goal: 24% at 150,000 steps and 100% at every
+# evaluation from 175,000 to 250,000 (the tanh actor, the same seed: 0% at every evaluation). On task 3 seed 0 it
+# succeeded early and lost the goal from 150,000 steps on. So on task 4 the tanh's saturation held the policy, on one
+# seed. Two more seeds, task 4 seeds 1-2 with the clipped actor, run right after the tanh's seeds 1-2 on task 4, so
+# that each seed is compared with itself. Predicted before they run: the clipped actor's final success is above 0% on
+# both seeds, and at or above the tanh actor's final success on the same seed.
+CLIP_TASK4=(
+  "$DB_LOW_ALPHA --datasets pointmaze-medium-stitch-singletask-task4 --seeds 1"
+  "$DB_LOW_ALPHA --datasets pointmaze-medium-stitch-singletask-task4 --seeds 2"
+  "$DB_LOW_ALPHA --set actor_squash=clip --datasets pointmaze-medium-stitch-singletask-task4 --seeds 1"
+  "$DB_LOW_ALPHA --set actor_squash=clip --datasets pointmaze-medium-stitch-singletask-task4 --seeds 2"
+)
 lane0=(
   "$DB_LONG --seeds 1"
   "$DB_LONG_TASK2 --seeds 0"
@@ -168,6 +180,7 @@ lane0=(
   "${LOW_ALPHA_SEEDS[@]:3:2}"
   "${GRID0_BC[@]:2}"
   "${CLIP_TEST[@]}"
+  "${CLIP_TASK4[@]}"
   "${GRID0[@]}"
   "${FIVE_SEEDS[@]}"
 )

@@ -351,7 +351,10 @@ def _check_resumable(plan: RunPlan, ck: dict, override) -> None:
         if k not in names:
             raise UserError(f"--override {k}: not a setting of this run{did_you_mean(k, names)}; settings: "
                             f"{', '.join(names)}")
-    was = {**{k: meta.get(k) for k in RESUME_SETTINGS}, **meta.get("config", {})}
+    # a config field added after the checkpoint was written is absent from it; the code that wrote it behaved as
+    # the field's default does, so a run that keeps the default is not changed by it
+    defaults = json.loads(json.dumps(_jsonable(config_class(plan.algo)())))
+    was = {**{k: meta.get(k) for k in RESUME_SETTINGS}, **defaults, **meta.get("config", {})}
     new = {**{k: now[k] for k in RESUME_SETTINGS}, **now["config"]}
     changed = [k for k in new if was.get(k) != new[k] and k not in override]
     if changed:

@@ -88,6 +88,24 @@ def test_resume_refuses_a_changed_setting_unless_overridden(cli, cached, tmp_pat
     assert json.loads((out / "config.json").read_text())["config"]["lr"] == 3e-4
 
 
+def test_a_checkpoint_older_than_a_config_field_resumes_at_its_default_and_refuses_another_value(cli, cached,
+                                                                                                  tmp_path):
+    # IQL's actor_squash was added after some checkpoints were written: theirs has no such field. The code that wrote
+    # them behaved as its default ("tanh"), so resuming with the default is no change, and any other value still is.
+    out = tmp_path / "run"
+    args = ("--set", "actor=deterministic", "--set", "extraction=ddpg_bc", "--set", "max_steps=20")
+    assert cli(*train_args(out, *args, "--checkpoint-every", 10, algo="iql"))[0] == 0
+    ck = torch.load(out / "checkpoint.pt", weights_only=False)
+    del ck["meta"]["config"]["actor_squash"]
+    torch.save(ck, out / "checkpoint.pt")
+    code, _, err = cli(*train_args(out, *args, "--set", "actor_squash=clip", "--resume", algo="iql", steps=20))
+    assert code == 2 and "actor_squash None -> 'clip'" not in err and "actor_squash 'tanh' -> 'clip'" in err, err
+    assert len(err.strip().splitlines()) == 1, err
+    code, _, err = cli(*train_args(out, *args, "--resume", "--checkpoint-every", 10, algo="iql", steps=20))
+    assert code == 0, err
+    assert torch.load(out / "checkpoint.pt", weights_only=False)["step"] == 20
+
+
 def test_resume_with_fewer_steps_than_the_checkpoint_is_an_error(cli, cached, tmp_path):
     out = tmp_path / "run"
     assert cli(*train_args(out, "--checkpoint-every", 10))[0] == 0
