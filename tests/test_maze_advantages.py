@@ -127,3 +127,29 @@ def test_the_committed_task_3_diagnosis_says_what_the_chapter_reads():
     assert runs[2]["value_at_failure_ends"] > 20
     cos = [c["critic_push_cos"] for c in runs[0]["cells"]]
     assert cos[0] < -0.85 and min(cos[1:]) > 0.65
+
+
+def test_the_committed_task_4_diagnosis_says_what_the_book_reads():
+    """Stitch task 4 (the goal in the start's row, a wall cell between them): the prediction written from task 3 holds
+    in every seed of the tanh actor, whose output is saturated over the start cell; the clipped actor (seed 0) is not
+    saturated and reaches the goal."""
+    import json
+    folder = maze_advantages.OUT.parent / "task4"
+    runs = json.loads((folder / "advantages.json").read_text())
+    lay = maze.layout("medium")
+    goal = lay.goal_xy(4)
+    assert [r["seed"] for r in runs] == [0, 1, 2]
+    for r in runs:
+        assert r["success_rate"] == 0.0 and r["actor_squash"] == "tanh"
+        ends = np.array(r["failure_ends"])
+        assert len(ends) == r["episodes"] == 50
+        for end in ends:
+            line = end + np.linspace(0, 1, 2001)[:, None] * (goal - end)
+            assert to_wall(lay, line).min() < 0.01 and to_wall(lay, end[None])[0] < 0.7
+        assert r["data_near_failure_ends"] < 0.001 * r["data_near_start_centre"]
+        start_v = next(v["value"] for v in r["value_at_cell_centres"] if v["cell"] == r["start_cell"])
+        assert r["value_at_failure_ends"] > start_v
+        assert r["field_pre_squash_abs"]["min"] > 15  # 1 - tanh^2 is 0 in float32: no gradient reaches the action
+    (clip,) = json.loads((folder / "advantages-clip.json").read_text())
+    assert clip["actor_squash"] == "clip" and clip["success_rate"] == 1.0
+    assert clip["field_pre_squash_abs"]["median"] < 2
