@@ -29,6 +29,7 @@ units it was trained on (CQL on a maze: 10 r + 5 a step), and the reference curv
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import sys
 from pathlib import Path
@@ -109,6 +110,13 @@ def reach_share(cells: np.ndarray, trajectory: np.ndarray, terminals: np.ndarray
     return [float(reaches[(cells[:, 0] == i) & (cells[:, 1] == j)].mean()) for i, j in route]
 
 
+@functools.lru_cache(maxsize=None)
+def dataset(name: str):
+    """The dataset a run trained on, loaded once however many of its runs one report reads."""
+    from minirl import datasets
+    return datasets.load_dataset(name, progress=False)
+
+
 def analyse(path: Path) -> dict:
     """V over the open cells of one trained agent, and where its greedy rollouts end."""
     from minirl import runs
@@ -121,8 +129,7 @@ def analyse(path: Path) -> dict:
     xy = lay.center(np.array(cells)).astype(np.float32)
     obs = xy if loaded.state_normalizer is None else loaded.state_normalizer.transform(xy)
     v = state_values(loaded.agent, obs)
-    from minirl import datasets
-    data = datasets.load_dataset(loaded.settings["dataset"], progress=False)
+    data = dataset(loaded.settings["dataset"])
     if loaded.settings["config"].get("reward_scale") == "return_range":  # back to the maze's own units (-1 per step)
         v = v / data.return_range_scaler().scale
     dist = np.array([lay.distance[goal[0], goal[1], i, j] for i, j in cells])

@@ -84,8 +84,7 @@ def test_one_step_iql_learns_the_value_of_never_arriving_where_no_trajectory_arr
     """What book/stitching.md reads from the committed one-step control (IQL at expectile 0.5, stitch task 1, three
     seeds): the data's trajectories reach the goal from none of the path's first six cells and from under 5% of
     the states one cell from it; V is -101 to -102.2, within 2.5 of -1 / (1 - gamma) = -100, in every cell of the
-    path but the goal;
-    and the policy reaches the goal in no evaluation."""
+    path but the goal; and the policy reaches the goal in no evaluation."""
     import json
     runs = json.loads(ONE_STEP.read_text())
     assert sorted(r["seed"] for r in runs) == [0, 1, 2]
