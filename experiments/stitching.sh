@@ -253,6 +253,10 @@ MID_EXPECTILE=(
   "$DB_LOW_ALPHA --set expectile=0.7 --datasets pointmaze-medium-stitch-singletask-task1 --seeds 1"
   "$DB_LOW_ALPHA --set expectile=0.7 --datasets pointmaze-medium-stitch-singletask-task1 --seeds 2"
 )
+# 2026-11-28 23:10 (for lane 1's next start). After the expectile sweep lane 1 shares lane 0's queue (the grid's IQL on
+# stitch task 5 and navigate task 1, then the five-seed entries; a run one lane holds the other skips), so that the
+# table's IQL rows reach three seeds on every task before any BCQ or CQL seed: those take 3.3 hours (BCQ, 2,033 CPU-s
+# per 50,000 steps in its task 1 run) and 4.3 hours (CQL in float32, 14,372 CPU-s for 300,000 steps) a seed here.
 lane1=(
   "$DB_LONG --seeds 2"
   "$LONG --algos bc 10%bc --datasets pointmaze-medium-stitch-singletask-task2 --seeds 0 1 2 --batch-seeds"
@@ -264,6 +268,8 @@ lane1=(
   "$CQL_GRID --datasets pointmaze-medium-stitch-singletask-task1 --seeds 0"
   "${ONE_STEP[@]}"
   "${MID_EXPECTILE[@]}"
+  "${GRID0[@]}"
+  "${FIVE_SEEDS[@]}"
   "$LONG --algos bcq --datasets pointmaze-medium-stitch-singletask-task1 --seeds 0"
   "$CQL_GRID --datasets pointmaze-medium-stitch-singletask-task1 --seeds 1"
   "$LONG --algos bcq --datasets pointmaze-medium-stitch-singletask-task1 --seeds 1"
