@@ -77,19 +77,20 @@ def test_reach_share_counts_states_whose_own_trajectory_reaches_the_goal_later()
     assert maze_values.reach_share(cells, trajectory, np.zeros(7, bool), [(1, 1), (1, 2)]) == [0.0, 0.0]
 
 
-ONE_STEP = REPO / "results" / "stitching-diagnostics" / "one-step" / "values.json"
+DIAGNOSES = REPO / "results" / "stitching-diagnostics"
 
 
-def test_one_step_iql_learns_the_value_of_never_arriving_where_no_trajectory_arrives():
-    """What book/stitching.md reads from the committed one-step control (IQL at expectile 0.5, stitch task 1, three
-    seeds): the data's trajectories reach the goal from none of the path's first six cells and from under 5% of
-    the states one cell from it; V is -101 to -102.2, within 2.5 of -1 / (1 - gamma) = -100, in every cell of the
-    path but the goal; and the policy reaches the goal in no evaluation."""
+@pytest.mark.parametrize("folder, expectile", [("one-step", 0.5), ("expectile-0.7", 0.7)])
+def test_low_expectile_iql_learns_the_value_of_never_arriving_where_no_trajectory_arrives(folder, expectile):
+    """What book/stitching.md reads from the committed controls (IQL at expectile 0.5, one step, and 0.7, the sweep's
+    middle, on stitch task 1, three seeds each): the data's trajectories reach the goal from none of the path's first
+    six cells and from under 5% of the states one cell from it; V is within 2.5 of -1 / (1 - gamma) = -100, never
+    arriving, in every cell of the path but the goal; and the policy reaches the goal in no evaluation."""
     import json
-    runs = json.loads(ONE_STEP.read_text())
+    runs = json.loads((DIAGNOSES / folder / "values.json").read_text())
     assert sorted(r["seed"] for r in runs) == [0, 1, 2]
     for r in runs:
-        assert r["config"]["expectile"] == 0.5 and r["steps"] == 300_000 and tuple(r["goal"]) == (6, 6)
+        assert r["config"]["expectile"] == expectile and r["steps"] == 300_000 and tuple(r["goal"]) == (6, 6)
         reach = r["data_reach_path"]
         assert reach[:6] == [0.0] * 6 and 0 < reach[-2] < 0.05, reach
         never = -1 / (1 - r["config"]["gamma"])
