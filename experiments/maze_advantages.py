@@ -87,10 +87,11 @@ def hovering(agent, norm, obs: np.ndarray, act: np.ndarray, offset: np.ndarray, 
                   "net_cos": cosine(push + pull, direction)}
 
 
-def analyse(run_dir: Path, data_cache: dict) -> dict:
+def analyse(run_dir: Path) -> dict:
     import torch
 
-    from minirl import datasets, runs
+    from maze_values import dataset
+    from minirl import runs
     from minirl.evaluation import run_episodes
     from minirl.iql import value_target
     loaded = runs.load_agent(run_dir)
@@ -98,9 +99,7 @@ def analyse(run_dir: Path, data_cache: dict) -> dict:
     if loaded.settings["algo"] != "iql" or cfg.get("reward_scale") is not None:
         raise SystemExit(f"{run_dir}: an IQL run on the maze's own rewards (reward_scale None) is needed")
     name = loaded.settings["dataset"]
-    if name not in data_cache:
-        data_cache[name] = datasets.load_dataset(name, progress=False)
-    data = data_cache[name]
+    data = dataset(name)
     m = maze.parse(name, kind_required=False)
     lay = maze.layout(m.maze)
     start, goal = lay.tasks[m.task - 1]
@@ -201,8 +200,7 @@ def main(argv=None) -> int:
             runs.saved_agent(r)
         except UserError as e:
             p.error(str(e))
-    cache: dict = {}
-    results = [analyse(r, cache) for r in found]
+    results = [analyse(r) for r in found]
     a.out.parent.mkdir(parents=True, exist_ok=True)
     a.out.write_text(json.dumps(results, indent=1) + "\n")
     for r in results:

@@ -64,15 +64,14 @@ SETTINGS = {  # fixed before the runs: the IQLConfig fields each extraction chan
 EPISODES = 50
 
 
-def extract(run_dir: Path, setting: str, steps: int, eval_every: int, precision: str, data_cache: dict,
+def extract(run_dir: Path, setting: str, steps: int, eval_every: int, precision: str,
             episodes: int = EPISODES) -> dict:
     """Load a finished run, then :func:`extract_loaded`."""
-    from minirl import datasets, runs
+    from maze_values import dataset
+    from minirl import runs
     loaded = runs.load_agent(run_dir)
-    name = loaded.settings["dataset"]
-    if name not in data_cache:
-        data_cache[name] = datasets.load_dataset(name, progress=False)
-    result = extract_loaded(loaded, data_cache[name], setting, steps, eval_every, precision, episodes)
+    result = extract_loaded(loaded, dataset(loaded.settings["dataset"]), setting, steps, eval_every, precision,
+                            episodes)
     return {"run": str(run_dir.relative_to(REPO)) if run_dir.is_relative_to(REPO) else str(run_dir), **result}
 
 
@@ -180,10 +179,9 @@ def main(argv=None) -> int:
             runs.saved_agent(r)
         except UserError as e:
             p.error(str(e))
-    cache: dict = {}
     for setting in a.settings:
         for r in found:
-            res = extract(r, setting, a.steps, a.eval_every, a.precision, cache, a.episodes)
+            res = extract(r, setting, a.steps, a.eval_every, a.precision, a.episodes)
             res.pop("agent")
             path = a.out / setting / f"s{res['seed']}.json"
             path.parent.mkdir(parents=True, exist_ok=True)
