@@ -146,6 +146,16 @@ FIVE_SEEDS=(
   "$DB_LOW_ALPHA --datasets pointmaze-medium-stitch-singletask-task2 --seeds 4"
   "$LONG --algos bc 10%bc --datasets pointmaze-medium-stitch-singletask-task1 pointmaze-medium-stitch-singletask-task2 --seeds 3 4 --batch-seeds"
 )
+# 2026-11-29 02:15 (for the lanes' next start). The rest of the maze table to five seeds, in the same way: the grid's
+# IQL seeds 3 and 4 (each alone) on stitch tasks 3, 4 (the tanh actor, the table's row) and 5 and on navigate task 1,
+# then BC and 10%BC seeds 3-4 on those four datasets as one batch. Both lanes take them before BCQ and CQL, and from
+# there both lanes share BCQ and CQL on stitch task 1 (a run one lane holds, the other skips).
+FIVE_SEEDS_REST=()
+for d in pointmaze-medium-stitch-singletask-task3 pointmaze-medium-stitch-singletask-task4 \
+         pointmaze-medium-stitch-singletask-task5 pointmaze-medium-navigate-singletask-task1; do
+  FIVE_SEEDS_REST+=("$DB_LOW_ALPHA --datasets $d --seeds 3" "$DB_LOW_ALPHA --datasets $d --seeds 4")
+done
+FIVE_SEEDS_REST+=("$LONG --algos bc 10%bc --datasets pointmaze-medium-stitch-singletask-task3 pointmaze-medium-stitch-singletask-task4 pointmaze-medium-stitch-singletask-task5 pointmaze-medium-navigate-singletask-task1 --seeds 3 4 --batch-seeds")
 # 2026-11-28 17:30. Why the grid's IQL stays in the corners of task 3 and task 4 (stitching-diagnostics/task3/, task4/):
 # its deterministic actor bounds the action with a tanh, and over the start cell where task 3's seed 0 and task 4's
 # seed 0 stop the tanh's input |f(s)| is at least 15.4 and 19.2 (medians 20.8 and 26.5; maze_advantages.py), so
@@ -183,6 +193,7 @@ lane0=(
   "${CLIP_TASK4[@]}"
   "${GRID0[@]}"
   "${FIVE_SEEDS[@]}"
+  "${FIVE_SEEDS_REST[@]}"
 )
 # The same experiment's control (2026-11-28 00:50) contradicted the prediction written before it: a fresh AWR actor
 # (beta 10, the runs' own extraction) trained on the same fixed critics also reached the goal in every episode of
@@ -257,6 +268,15 @@ MID_EXPECTILE=(
 # stitch task 5 and navigate task 1, then the five-seed entries; a run one lane holds the other skips), so that the
 # table's IQL rows reach three seeds on every task before any BCQ or CQL seed: those take 3.3 hours (BCQ, 2,033 CPU-s
 # per 50,000 steps in its task 1 run) and 4.3 hours (CQL in float32, 14,372 CPU-s for 300,000 steps) a seed here.
+# 2026-11-29 02:15: BCQ and CQL on stitch task 1, seed by seed, now in both lanes after the five-seed entries.
+BCQ_CQL=(
+  "$LONG --algos bcq --datasets pointmaze-medium-stitch-singletask-task1 --seeds 0"
+  "$CQL_GRID --datasets pointmaze-medium-stitch-singletask-task1 --seeds 1"
+  "$LONG --algos bcq --datasets pointmaze-medium-stitch-singletask-task1 --seeds 1"
+  "$CQL_GRID --datasets pointmaze-medium-stitch-singletask-task1 --seeds 2"
+  "$LONG --algos bcq --datasets pointmaze-medium-stitch-singletask-task1 --seeds 2"
+)
+lane0+=("${BCQ_CQL[@]}")
 lane1=(
   "$DB_LONG --seeds 2"
   "$LONG --algos bc 10%bc --datasets pointmaze-medium-stitch-singletask-task2 --seeds 0 1 2 --batch-seeds"
@@ -270,11 +290,8 @@ lane1=(
   "${MID_EXPECTILE[@]}"
   "${GRID0[@]}"
   "${FIVE_SEEDS[@]}"
-  "$LONG --algos bcq --datasets pointmaze-medium-stitch-singletask-task1 --seeds 0"
-  "$CQL_GRID --datasets pointmaze-medium-stitch-singletask-task1 --seeds 1"
-  "$LONG --algos bcq --datasets pointmaze-medium-stitch-singletask-task1 --seeds 1"
-  "$CQL_GRID --datasets pointmaze-medium-stitch-singletask-task1 --seeds 2"
-  "$LONG --algos bcq --datasets pointmaze-medium-stitch-singletask-task1 --seeds 2"
+  "${FIVE_SEEDS_REST[@]}"
+  "${BCQ_CQL[@]}"
   "$LONG --algos iql --set layer_norm=true --set cosine_actor_lr=false --datasets pointmaze-medium-stitch-singletask-task1 --seeds 0"
   "$LONG --algos iql --set layer_norm=true --datasets pointmaze-medium-stitch-singletask-task1 --seeds 1 2 --batch-seeds"
   "$SUITE --algos bc 10%bc iql --datasets hopper-full-replay --seeds 0 1 2 3 4"
