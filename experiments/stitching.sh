@@ -156,6 +156,10 @@ for d in pointmaze-medium-stitch-singletask-task3 pointmaze-medium-stitch-single
   FIVE_SEEDS_REST+=("$DB_LOW_ALPHA --datasets $d --seeds 3" "$DB_LOW_ALPHA --datasets $d --seeds 4")
 done
 FIVE_SEEDS_REST+=("$LONG --algos bc 10%bc --datasets pointmaze-medium-stitch-singletask-task3 pointmaze-medium-stitch-singletask-task4 pointmaze-medium-stitch-singletask-task5 pointmaze-medium-navigate-singletask-task1 --seeds 3 4 --batch-seeds")
+# The machine came back new again on 2026-11-29 04:12 (checkpoints and the venv lost; CPU family 25 model 1, so the
+# maze datasets are made again on this CPU and each run's config.json records them). Two runs in progress were lost:
+# navigate task 1 seed 2 at 250,000 steps (0% at 25,000, then 100% at every evaluation) and stitch task 1 seed 3 at
+# 100,000 (0% through 75,000, 100% at 100,000). Both start again from step 0 in the same order, nothing else changed.
 # 2026-11-28 17:30. Why the grid's IQL stays in the corners of task 3 and task 4 (stitching-diagnostics/task3/, task4/):
 # its deterministic actor bounds the action with a tanh, and over the start cell where task 3's seed 0 and task 4's
 # seed 0 stop the tanh's input |f(s)| is at least 15.4 and 19.2 (medians 20.8 and 26.5; maze_advantages.py), so
