@@ -9,7 +9,9 @@ method's difference from BC and from 10%BC (book/stitching.md, book/lab/stitchin
 
 For a maze the number is the success rate (in %, over the evaluation's 50 episodes) at the final evaluation; for
 Hopper the normalised score, at the final evaluation and averaged over each run's last five evaluations (single
-evaluations dip now and then). A method's row lists its finished seeds; a difference needs at least two seeds on both
+evaluations dip now and then). A method's row lists its finished seeds and the precision each trained in (its
+``result.json``; seeds of one row can differ where they ran on different CPUs: ``--precision auto`` is bfloat16 only
+where the CPU computes it natively); a difference needs at least two seeds on both
 sides (with fewer it says so). The interval is ``minirl.plots.bootstrap_ci`` (the mean over seeds) and
 ``difference_ci`` (two independent groups of seeds); the difference is "above" or "below" when its interval excludes
 0, else "overlap". Runs still training (no ``result.json``) are left out and counted.
@@ -18,7 +20,9 @@ from __future__ import annotations
 
 import argparse
 import csv
+import json
 import sys
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -44,8 +48,23 @@ def final_and_last5(run: Path) -> tuple[float, float] | None:
     return float(values[-1]), float(values[-5:].mean())
 
 
+def precision(run: Path) -> str:
+    """The precision a finished run trained in (``float32`` or ``bf16``, from its ``result.json``), or "not recorded"
+    (``run_suite.py`` and ``benchmarks/gpu.py`` both record it)."""
+    return json.loads((run / "result.json").read_text()).get("precision", "not recorded")
+
+
+def precisions(names: list[str]) -> str:
+    """One row's seeds' precisions: ``bf16`` when all agree, else each with its count (``bf16 ×2, float32 ×1``)."""
+    counts = Counter(names)
+    if len(counts) == 1:
+        return names[0]
+    return ", ".join(f"{name} ×{n}" for name, n in sorted(counts.items()))
+
+
 def collect(root: Path) -> tuple[dict, int]:
-    """``{dataset: {method: [(final, last5), ...]}}`` over finished seeds, and the number of runs still training."""
+    """``{dataset: {method: [(final, last5, precision), ...]}}`` over finished seeds, and the number of runs still
+    training."""
     table: dict = {}
     running = 0
     labels = [*METHODS, *sorted(d.name for d in root.iterdir() if d.is_dir() and d.name not in METHODS)]
@@ -55,7 +74,7 @@ def collect(root: Path) -> tuple[dict, int]:
             if got is None:
                 running += 1
                 continue
-            table.setdefault(run.parent.name, {}).setdefault(method, []).append(got)
+            table.setdefault(run.parent.name, {}).setdefault(method, []).append((*got, precision(run)))
     return table, running
 
 
@@ -126,12 +145,12 @@ def mean_ci(values: list[float]) -> str:
 
 
 def render(table: dict, running: int) -> str:
-    lines = ["| dataset | method | seeds | final, mean [95% CI] | minus BC | minus 10%BC | last 5 evaluations | "
-             "last 5 minus 10%BC |", "| --- | --- | ---: | --- | --- | --- | --- | --- |"]
+    lines = ["| dataset | method | seeds | precision | final, mean [95% CI] | minus BC | minus 10%BC | "
+             "last 5 evaluations | last 5 minus 10%BC |", "| --- | --- | ---: | --- | --- | --- | --- | --- | --- |"]
     for dataset in sorted(table):
         cells = table[dataset]
-        final = {m: [f for f, _ in cells[m]] for m in cells}
-        last5 = {m: [x for _, x in cells[m]] for m in cells}
+        final = {m: [f for f, _, _ in cells[m]] for m in cells}
+        last5 = {m: [x for _, x, _ in cells[m]] for m in cells}
         for method in [*METHODS, *sorted(m for m in cells if m not in METHODS)]:
             if method not in cells:
                 continue
@@ -140,7 +159,8 @@ def render(table: dict, running: int) -> str:
                         if method not in ("bc", "10%bc") and "10%bc" in final else "")
             last_10 = (difference(last5[method], last5["10%bc"])
                        if method not in ("bc", "10%bc") and "10%bc" in last5 else "")
-            lines.append(f"| {dataset} | {label_name(method)} | {len(final[method])} | {mean_ci(final[method])} | "
+            lines.append(f"| {dataset} | {label_name(method)} | {len(final[method])} | "
+                         f"{precisions([p for _, _, p in cells[method]])} | {mean_ci(final[method])} | "
                          f"{minus_bc} | {minus_10} | {mean_ci(last5[method])} | {last_10} |")
     unit = ("Mazes: success rate in % over 50 episodes; Hopper: normalised score. Differences are over seeds "
             "(`plots.difference_ci`); above/below: the 95% interval excludes 0.")

@@ -10,13 +10,13 @@ sys.path.insert(0, str(REPO / "experiments"))
 import stitching_table  # noqa: E402
 
 
-def fake_run(root, method, dataset, seed, values, key="score_mean", finished=True):
+def fake_run(root, method, dataset, seed, values, key="score_mean", finished=True, precision="float32"):
     run = root / method / dataset / f"s{seed}"
     run.mkdir(parents=True)
     rows = "".join(f"{5000 * (i + 1)},{v}\n" for i, v in enumerate(values))
     (run / "eval.csv").write_text(f"step,{key}\n{rows}")
     if finished:
-        (run / "result.json").write_text(json.dumps({"seed": seed}))
+        (run / "result.json").write_text(json.dumps({"seed": seed} | ({"precision": precision} if precision else {})))
 
 
 def test_the_table_has_final_and_last_five_and_the_differences_with_their_verdicts(tmp_path):
@@ -29,11 +29,11 @@ def test_the_table_has_final_and_last_five_and_the_differences_with_their_verdic
     fake_run(tmp_path, "cql", "hopper-full-replay", 0, [1.0] * 6, finished=False)  # still training: left out
     table, running = stitching_table.collect(tmp_path)
     assert running == 1 and set(table) == {"hopper-full-replay", "pointmaze-medium-stitch-singletask-task1"}
-    assert table["hopper-full-replay"]["iql"][1] == pytest.approx((111.0, (90 * 4 + 111) / 5))
-    assert table["pointmaze-medium-stitch-singletask-task1"]["iql"][0] == (100.0, 20.0)  # success in %
+    assert table["hopper-full-replay"]["iql"][1][:2] == pytest.approx((111.0, (90 * 4 + 111) / 5))
+    assert table["pointmaze-medium-stitch-singletask-task1"]["iql"][0] == (100.0, 20.0, "float32")  # success in %
     text = stitching_table.render(table, running)
     iql = next(line for line in text.splitlines() if line.startswith("| hopper-full-replay | IQL |"))
-    assert "| 3 | 111.0 [110.0, 112.0] |" in iql
+    assert "| 3 | float32 | 111.0 [110.0, 112.0] |" in iql
     assert "+50.0 [" in iql and "above" in iql          # minus BC (61 on average)
     assert "+10.0 [+8.7, +11.3] above" in iql              # minus 10%BC at the final evaluation
     assert "below" in iql.split("|")[-2]                  # over the last five evaluations IQL is below 10%BC
@@ -46,7 +46,18 @@ def test_one_seed_says_so_and_a_difference_needs_two(tmp_path):
     fake_run(tmp_path, "iql-layer_norm=True", "hopper-full-replay", 0, [90.0])  # a variant's label gets its rows
     text = stitching_table.render(*stitching_table.collect(tmp_path))
     assert "80.0 (one seed)" in text and "fewer than 2 seeds" in text
-    assert "| hopper-full-replay | IQL (LayerNorm) | 1 | 90.0 (one seed) |" in text
+    assert "| hopper-full-replay | IQL (LayerNorm) | 1 | float32 | 90.0 (one seed) |" in text
+
+
+def test_a_row_says_which_precision_its_seeds_trained_in_and_counts_a_mix(tmp_path):
+    maze = "pointmaze-medium-navigate-singletask-task1"
+    fake_run(tmp_path, "iql", maze, 0, [1.0], key="success_rate", precision="bf16")
+    fake_run(tmp_path, "iql", maze, 1, [1.0], key="success_rate", precision="bf16")
+    fake_run(tmp_path, "iql", maze, 2, [1.0], key="success_rate", precision="float32")
+    fake_run(tmp_path, "bc", maze, 0, [0.0], key="success_rate", precision=None)  # a result without a precision
+    text = stitching_table.render(*stitching_table.collect(tmp_path))
+    assert f"| {maze} | IQL | 3 | bf16 ×2, float32 ×1 | 100.0 [100.0, 100.0] |" in text
+    assert f"| {maze} | BC | 1 | not recorded | 0.0 (one seed) |" in text
 
 
 def test_evals_lists_every_evaluation_of_each_run_of_one_dataset_training_ones_marked(tmp_path):
