@@ -14,7 +14,7 @@ evaluations dip now and then). A method's row lists its finished seeds and the p
 where the CPU computes it natively); a difference needs at least two seeds on both
 sides (with fewer it says so). The interval is ``minirl.plots.bootstrap_ci`` (the mean over seeds) and
 ``difference_ci`` (two independent groups of seeds); the difference is "above" or "below" when its interval excludes
-0, else "overlap". Runs still training (no ``result.json``) are left out and counted.
+0, else "overlap". Runs not finished (no ``result.json``: training, or stopped) are left out and counted.
 """
 from __future__ import annotations
 
@@ -164,7 +164,7 @@ def render(table: dict, running: int) -> str:
                          f"{minus_bc} | {minus_10} | {mean_ci(last5[method])} | {last_10} |")
     unit = ("Mazes: success rate in % over 50 episodes; Hopper: normalised score. Differences are over seeds "
             "(`plots.difference_ci`); above/below: the 95% interval excludes 0.")
-    return "\n".join(lines) + f"\n\n{unit} Runs still training, left out: {running}.\n"
+    return "\n".join(lines) + f"\n\n{unit} Runs not finished (training, or stopped with a checkpoint), left out: {running}.\n"
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -37,7 +37,7 @@ def test_the_table_has_final_and_last_five_and_the_differences_with_their_verdic
     assert "+50.0 [" in iql and "above" in iql          # minus BC (61 on average)
     assert "+10.0 [+8.7, +11.3] above" in iql              # minus 10%BC at the final evaluation
     assert "below" in iql.split("|")[-2]                  # over the last five evaluations IQL is below 10%BC
-    assert "Runs still training, left out: 1." in text
+    assert "Runs not finished (training, or stopped with a checkpoint), left out: 1." in text
 
 
 def test_one_seed_says_so_and_a_difference_needs_two(tmp_path):
