@@ -63,8 +63,8 @@ def precisions(names: list[str]) -> str:
 
 
 def collect(root: Path) -> tuple[dict, int]:
-    """``{dataset: {method: [(final, last5, precision), ...]}}`` over finished seeds, and the number of runs still
-    training."""
+    """``{dataset: {method: [(final, last5, precision), ...]}}`` over finished seeds, and the number of runs not
+    finished (training, or stopped with a checkpoint)."""
     table: dict = {}
     running = 0
     labels = [*METHODS, *sorted(d.name for d in root.iterdir() if d.is_dir() and d.name not in METHODS)]
@@ -164,7 +164,8 @@ def render(table: dict, running: int) -> str:
                          f"{minus_bc} | {minus_10} | {mean_ci(last5[method])} | {last_10} |")
     unit = ("Mazes: success rate in % over 50 episodes; Hopper: normalised score. Differences are over seeds "
             "(`plots.difference_ci`); above/below: the 95% interval excludes 0.")
-    return "\n".join(lines) + f"\n\n{unit} Runs not finished (training, or stopped with a checkpoint), left out: {running}.\n"
+    unfinished = f"Runs not finished (training, or stopped with a checkpoint), left out: {running}."
+    return "\n".join(lines) + f"\n\n{unit} {unfinished}\n"
 
 
 def main(argv: list[str] | None = None) -> int:
