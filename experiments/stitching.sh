@@ -153,12 +153,14 @@ FIVE_SEEDS=(
 # IQL seeds 3 and 4 (each alone) on stitch tasks 3, 4 (the tanh actor, the table's row) and 5 and on navigate task 1,
 # then BC and 10%BC seeds 3-4 on those four datasets as one batch. Both lanes take them before BCQ and CQL, and from
 # there both lanes share BCQ and CQL on stitch task 1 (a run one lane holds, the other skips).
-FIVE_SEEDS_REST=()
+# 2026-11-29 10:50: as for tasks 1-2, the BC/10%BC batch comes first. Its eight algorithm-dataset runs take about 33
+# minutes each, so both lanes share it (the per-run lock) and finish most of it inside one session; the IQL seeds,
+# about 2 hours each, follow.
+FIVE_SEEDS_REST=("$LONG --algos bc 10%bc --datasets pointmaze-medium-stitch-singletask-task3 pointmaze-medium-stitch-singletask-task4 pointmaze-medium-stitch-singletask-task5 pointmaze-medium-navigate-singletask-task1 --seeds 3 4 --batch-seeds")
 for d in pointmaze-medium-stitch-singletask-task3 pointmaze-medium-stitch-singletask-task4 \
          pointmaze-medium-stitch-singletask-task5 pointmaze-medium-navigate-singletask-task1; do
   FIVE_SEEDS_REST+=("$DB_LOW_ALPHA --datasets $d --seeds 3" "$DB_LOW_ALPHA --datasets $d --seeds 4")
 done
-FIVE_SEEDS_REST+=("$LONG --algos bc 10%bc --datasets pointmaze-medium-stitch-singletask-task3 pointmaze-medium-stitch-singletask-task4 pointmaze-medium-stitch-singletask-task5 pointmaze-medium-navigate-singletask-task1 --seeds 3 4 --batch-seeds")
 # The machine came back new again on 2026-11-29 04:12 (checkpoints and the venv lost; CPU family 25 model 1, so the
 # maze datasets are made again on this CPU and each run's config.json records them). Two runs in progress were lost:
 # navigate task 1 seed 2 at 250,000 steps (0% at 25,000, then 100% at every evaluation) and stitch task 1 seed 3 at
