@@ -7,6 +7,11 @@ BC recovers the behaviour policy's return when the data comes from one policy; o
 good and bad actions, which is the gap that offline RL closes (``%BC``, filtered BC, and the later chapters).
 ``top_fraction`` (``--algo 10%bc`` sets 0.1) makes it filtered BC: the training loop keeps only the best fraction of
 the dataset's episodes by return (:meth:`minirl.data.OfflineDataset.best_episodes`) before BC sees them.
+``goal_pieces`` makes it goal-BC on a maze (:func:`minirl.maze.goal_pieces`): ``"reach"`` (``--algo goal-bc``) clones
+the episodes that end at the task's goal, ``"from_start"`` (``--algo path-bc``) only their part from the last step
+in the task's start cell, the best that any imitation of the data can copy. They are the stitching chapter's
+imitation controls: they succeed where whole paths to the goal are in the data, and have nothing to copy where
+they are not.
 
 One difference from CORL's ``any_percent_bc.py``: :func:`mse_loss` SUMS the squared error over the action
 dimensions (and averages over the batch), while CORL averages over both (``F.mse_loss``). The two losses differ by
@@ -33,9 +38,14 @@ class BCConfig:
     normalize_states: bool = True         # train on (s - mean) / std of the dataset
     reward_scale: Literal["return_range"] | None = None  # BC ignores rewards
     top_fraction: float = 1.0             # clone only the best fraction of episodes by return (10%BC: 0.1)
+    goal_pieces: Literal["off", "reach", "from_start"] = "off"  # mazes: clone only the pieces that reach the goal
 
     def __post_init__(self):
         check_fields(self, hidden=LAYERS, lr=POSITIVE, top_fraction=interval("(0, 1]"))
+        if self.goal_pieces not in ("off", "reach", "from_start"):
+            raise ValueError(f"goal_pieces must be 'off', 'reach' or 'from_start', got {self.goal_pieces!r}")
+        if self.goal_pieces != "off" and self.top_fraction < 1.0:
+            raise ValueError("goal_pieces and top_fraction are two filters: set one of them")
 
 
 def mse_loss(pred_actions: torch.Tensor, data_actions: torch.Tensor) -> torch.Tensor:

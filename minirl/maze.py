@@ -490,6 +490,44 @@ def best_trajectories(ds, fraction: float = 0.1):
                           action_low=ds.action_low, action_high=ds.action_high)
 
 
+def goal_pieces(ds, name: str, from_start_cell: bool = False):
+    """The pieces of the data that reach the goal of ``name``'s task: goal-BC's data (``--algo goal-bc``).
+
+    One rule for every maze dataset. The singletask relabelling ends a D4RL episode at each goal state, so a piece
+    is an episode that ends at the goal (a terminal), and the rest of the data (episodes that time out) is dropped.
+    With ``from_start_cell`` a piece begins instead at its last step in the task's start cell, and an episode that
+    never passes through that cell gives nothing: what is left runs from the start to the goal, the best that any
+    imitation of the data can copy. On ``navigate`` such pieces exist; on ``stitch`` none does (no trajectory
+    spans more than 4 cells), so the result is an error there, which says so."""
+    from .data import OfflineDataset
+    m = parse(name)
+    lay = layout(m.maze)
+    start_cell = np.asarray(lay.tasks[m.task - 1][0])
+    ends = np.flatnonzero(ds.terminals | ds.timeouts)
+    if not len(ends) or ends[-1] != len(ds) - 1:
+        ends = np.r_[ends, len(ds) - 1]
+    rows = np.zeros(len(ds), dtype=bool)
+    pieces = 0
+    for lo, hi in zip(np.r_[0, ends[:-1] + 1], ends):
+        if not ds.terminals[hi]:
+            continue
+        if from_start_cell:
+            at_start = np.flatnonzero((lay.cell(ds.observations[lo:hi + 1, :2]) == start_cell).all(-1))
+            if not len(at_start):
+                continue
+            lo = lo + at_start[-1]
+        rows[lo:hi + 1] = True
+        pieces += 1
+    if not pieces:
+        where = "from the task's start cell " if from_start_cell else ""
+        raise ValueError(f"{name}: no piece of the data runs {where}to the goal of task {m.task} "
+                         f"(start cell {tuple(start_cell.tolist())}, goal cell {lay.tasks[m.task - 1][1]})")
+    return OfflineDataset(observations=ds.observations[rows], actions=ds.actions[rows], rewards=ds.rewards[rows],
+                          next_observations=ds.next_observations[rows], terminals=ds.terminals[rows],
+                          timeouts=ds.timeouts[rows], infos={key: v[rows] for key, v in ds.infos.items()},
+                          action_low=ds.action_low, action_high=ds.action_high)
+
+
 def make(name: str, n_transitions: int | None = None, cache_dir: str | Path | None = None,
          progress: bool = False) -> dict:
     """The D4RL dict of maze dataset ``name`` with ``n_transitions`` (default: 1,000,000): the first

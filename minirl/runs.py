@@ -100,6 +100,10 @@ ALGORITHMS = {
     # filtered BC: behaviour cloning on the best 10% of episodes by return (Chen et al. 2021), the baseline that
     # tells whether an offline RL algorithm does more than pick the good episodes
     "10%bc": ("minirl.bc", "BC", "BCConfig", {"top_fraction": 0.1}),
+    # the maze's imitation controls: BC on the pieces of the data that reach the task's goal, and on their parts
+    # from the task's start cell (minirl.maze.goal_pieces; none exist on the stitch datasets)
+    "goal-bc": ("minirl.bc", "BC", "BCConfig", {"goal_pieces": "reach"}),
+    "path-bc": ("minirl.bc", "BC", "BCConfig", {"goal_pieces": "from_start"}),
 }
 
 
@@ -286,6 +290,11 @@ def plan_run(algo: str, dataset: str, *, scale: str | None = None, steps: int | 
                    eval_episodes=eval_episodes, checkpoint_every=checkpoint_every, resume=resume, overwrite=overwrite,
                    precision=resolved, requested_precision=requested, threads=threads, compile=compile,
                    capture=capture)
+    if getattr(plan.config, "goal_pieces", "off") != "off":
+        from .maze import is_maze_name
+        if not is_maze_name(dataset):
+            raise UserError(f"{algo} clones the pieces of a maze's data that reach its goal: it needs a maze dataset "
+                            f"(pointmaze-...), got {dataset!r}")
     _check_out(plan, override)
     cache = datasets.cache_path(dataset, plan.transitions)
     if not cache.exists():
@@ -418,6 +427,12 @@ def run(algo: str, dataset: str, *, scale: str | None = None, steps: int | None 
         from . import maze  # a maze dataset's episodes end at goal states: 10%BC ranks whole trajectories there
         fraction = plan.config.top_fraction
         raw = maze.best_trajectories(raw, fraction) if maze.is_maze_name(plan.dataset) else raw.best_episodes(fraction)
+    if getattr(plan.config, "goal_pieces", "off") != "off":  # goal-BC, path-BC: only the pieces that reach the goal
+        from . import maze
+        try:
+            raw = maze.goal_pieces(raw, plan.dataset, from_start_cell=plan.config.goal_pieces == "from_start")
+        except ValueError as e:
+            raise UserError(str(e)) from None
     agents = []
     for p in plans:
         torch.manual_seed(p.seed)  # the initial weights depend on the seed too
