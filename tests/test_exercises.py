@@ -212,10 +212,13 @@ def test_public_build_shows_the_solutions(tmp_path):
 
 
 def test_class_release_has_no_solution_text(tmp_path):
+    """The release as ``class-release OUT`` makes it: the whole book (the real table of contents), no solution text."""
     out = tmp_path / "class"
-    assert release.class_release(out, toc_files=PAGES) == []
+    assert release.class_release(out) == []
     html = out / "book" / "_build" / "html"
-    assert (html / "book" / "exercises.html").exists() and (html / "book" / "bcq.html").exists()
+    for page in ("book/exercises.html", "book/bcq.html", "notebooks/01_offline_rl.html",
+                 "notebooks/04b_stitching.html"):
+        assert (html / page).exists(), page
     assert _solution_marks(html) == (0, 0)
     exercises_page = (html / "book" / "exercises.html").read_text()
     assert exercises_page.count('class="admonition exercise') >= 15 or "exercise" in exercises_page
@@ -223,3 +226,37 @@ def test_class_release_has_no_solution_text(tmp_path):
         sorted([p.name for p in SOLUTIONS] + ["checks.json"])
     with pytest.raises(FileExistsError, match="not empty"):
         release.class_release(out, build=False)
+
+
+def test_generic_lines_are_not_solution_text():
+    for line in ("for j, seed in enumerate(seeds):", "for threshold in thresholds:", "for g in groups.values():",
+                 "for i, (a, b) in enumerate(zip(xs, ys)):", "else:"):
+        assert release.generic_line(line), line
+    for line in ("pi, _, V = st.iql_policy(mdp_hat, pi_hat, support, tau)", "for _ in range(steps // 2):",
+                 "return weight * diff ** 2", "for k in (\"obs\", \"act\"):"):
+        assert not release.generic_line(line), line
+    needles = release.solution_lines()
+    assert "for j, seed in enumerate(seeds):" not in needles and "return weight * diff ** 2" in needles
+
+
+def test_the_release_sources_hold_no_solution_and_a_pasted_one_is_found(tmp_path):
+    """What the release builds, from the real table of contents: the chapters' notebooks 01 and 04b share a generic
+    loop and one line of a solution with the exercises (the chapter teaches it: public, listed, not a leak); a
+    solution line or a whole solution put into a chapter is found."""
+    src = tmp_path / "src"
+    release.release_sources(src)
+    assert (src / "_toc.yml").read_text() == (release.REPO / "_toc.yml").read_text()
+    assert release.leaks_in(src) == [] and release.whole_solutions_in_chapters(src) == []
+    shared = release.shared_with_chapters()
+    assert shared == {"pi, _, V = st.iql_policy(mdp_hat, pi_hat, support, tau)": ["notebooks/04b_stitching.ipynb"]}
+    chapter = src / "notebooks" / "01_offline_rl.ipynb"
+    nb = json.loads(chapter.read_text())
+    nb["cells"].append({"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": None,
+                        "source": "    return weight * diff ** 2\n"})
+    chapter.write_text(json.dumps(nb))
+    assert release.leaks_in(src) == ["notebooks/01_offline_rl.ipynb"]
+    iql_update = _solution_source("04_iql", "iql_update")
+    nb["cells"][-1]["source"] = iql_update
+    chapter.write_text(json.dumps(nb))
+    found = release.whole_solutions_in_chapters(src)
+    assert len(found) == 1 and found[0].startswith("notebooks/01_offline_rl.ipynb (holds") and "iql_update" in found[0]

@@ -91,6 +91,8 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         print(f"class release written to {a.out}: notebooks/exercises/ (student copies, checks.json)"
               + ("" if a.no_build else ", book/_build/html/ (the book without solutions)"))
+        for line, where in release.shared_with_chapters().items():  # public by design: the chapter teaches it
+            print(f"note: a solution line is also in {', '.join(where)} (the chapter's own code): {line}")
         return 0
     except (grader.GradingError, ValueError, FileNotFoundError, FileExistsError) as e:
         print(f"{prog}: error: {e}", file=sys.stderr)

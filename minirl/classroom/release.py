@@ -395,22 +395,119 @@ def strip_solutions(markdown: str) -> str:
     return "".join(out)
 
 
-def solution_lines() -> list[str]:
-    """Distinctive lines of the reference solutions (code lines that are not in the student copies): what a class's
-    release must not contain."""
-    lines, public = set(), ""
+_GENERIC_ITER = re.compile(r"^for [\w, ()]+ in (?:\w+|(?:enumerate|range|zip|sorted|reversed|len)\([\w, .()]*\)"
+                           r"|\w+\.(?:values|items|keys)\(\)):$")
+
+
+def generic_line(line: str) -> bool:
+    """Whether a solution line is generic code that any answer or chapter may hold without giving the task away: a
+    loop header over plain names (``for j, seed in enumerate(seeds):``, ``for g in groups.values():``), ``else:`` and
+    the like. Such a line is never taken as solution text."""
+    line = line.strip()
+    return bool(_GENERIC_ITER.match(line)) or line in ("else:", "try:", "finally:", "return None", "pass")
+
+
+def _solution_cells() -> tuple[list[tuple[str, list[str]]], str]:
+    """``(notebook/task, its distinctive lines)`` for every solution, written answer and rubric of the reference
+    notebooks, and the public text of those notebooks (stubs, given cells, the tasks' own words)."""
+    cells, public = [], ""
     for p in sorted(SOLUTIONS.glob("*.ipynb")):
         for cell in json.loads(p.read_text())["cells"]:
+            src = _src(cell)
             if "solution" in _tags(cell):
-                stub = stub_source(_src(cell))
-                public += stub + "\n"
-                lines |= {ln.strip() for ln in _src(cell).splitlines()
-                          if len(ln.strip()) > 24 and not ln.strip().startswith("#")}
+                public += stub_source(src) + "\n"
+                names = _defined_names(src)
+                lines = [ln.strip() for ln in src.splitlines()
+                         if len(ln.strip()) > 24 and not ln.strip().startswith("#")]
+                cells.append((f"{p.stem}/{names[-1] if names else 'answer'}", lines))
             elif "written" in _tags(cell) or "rubric" in _tags(cell):
-                lines |= {ln.strip() for ln in _src(cell).splitlines()[1:] if len(ln.strip()) > 24}
+                cells.append((f"{p.stem}/written", [ln.strip() for ln in src.splitlines()[1:] if len(ln.strip()) > 24]))
             else:
-                public += _src(cell) + "\n"  # the task's own words (a line quoted there is not a leak)
-    return sorted(ln for ln in lines if ln not in public)
+                public += src + "\n"  # the task's own words (a line quoted there is not a leak)
+    return [(name, [ln for ln in lines if ln not in public and not generic_line(ln)]) for name, lines in cells], public
+
+
+def chapter_sources(root: Path = REPO) -> dict[str, str]:
+    """The book's own teaching text that a class's release publishes by design: every chapter notebook's cells and
+    every page under ``book/`` with its ``{solution}`` blocks stripped, except the generated exercises page."""
+    out = {}
+    for nb in sorted((root / "notebooks").glob("*.ipynb")):
+        out[str(nb.relative_to(root))] = "\n".join(_src(c) for c in json.loads(nb.read_text())["cells"])
+    for page in sorted((root / "book").rglob("*.md")):
+        if page.name != BOOK_PAGE.name:
+            out[str(page.relative_to(root))] = strip_solutions(page.read_text())
+    return out
+
+
+def shared_with_chapters(root: Path = REPO) -> dict[str, list[str]]:
+    """Solution lines that a chapter itself shows (``{line: [chapter files]}``): public by design (the chapter teaches
+    them), so not counted as a leak of the release; listed so an author sees what an exercise shares with its
+    chapter."""
+    chapters = chapter_sources(root)
+    shared: dict[str, list[str]] = {}
+    for _, lines in _solution_cells()[0]:
+        for ln in lines:
+            where = [f for f, text in chapters.items() if ln in text]
+            if where:
+                shared[ln] = where
+    return shared
+
+
+def solution_lines(root: Path = REPO) -> list[str]:
+    """Distinctive lines of the reference solutions (code lines that are not in the student copies, not generic
+    (:func:`generic_line`) and not in the chapters' own text (:func:`shared_with_chapters`)): what a class's release
+    must not contain."""
+    cells, _ = _solution_cells()
+    chapters = "\n".join(chapter_sources(root).values())
+    return sorted({ln for _, lines in cells for ln in lines if ln not in chapters})
+
+
+def whole_solutions_in_chapters(root: Path = REPO, share: float = 0.5) -> list[str]:
+    """Chapters that hold most of one task's solution (at least 3 of its distinctive lines and more than ``share`` of
+    them): a solution pasted into a chapter, which the per-line check lets through as shared text."""
+    cells, _ = _solution_cells()
+    out = []
+    for chapter, text in chapter_sources(root).items():
+        for name, lines in cells:
+            if not name.endswith("/written") and len(lines) >= 3:
+                inside = sum(ln in text for ln in lines)
+                if inside >= 3 and inside > share * len(lines):
+                    out.append(f"{chapter} (holds {inside} of the {len(lines)} lines of {name}'s solution)")
+    return out
+
+
+def leaks_in(folder: Path, needles: list[str] | None = None) -> list[str]:
+    """The files of ``folder`` (pages, notebooks, sources) that contain a solution line (:func:`solution_lines`)."""
+    needles = solution_lines() if needles is None else needles
+    folder = Path(folder)
+    return sorted(str(f.relative_to(folder)) for f in folder.rglob("*")
+                  if f.is_file() and f.suffix in (".html", ".md", ".ipynb", ".json", ".txt", ".js", ".py")
+                  and any(n in readable_text(f) for n in needles))
+
+
+def release_sources(src: Path, toc_files: list[str] | None = None) -> None:
+    """Write into ``src`` the sources a class's book is built from: the book's configuration, pages and chapter
+    notebooks with every solution removed (the exercises page without its solutions, the chapters' ``{solution}``
+    blocks stripped, sphinx-exercise's ``hide_solutions`` on). ``toc_files``: only those pages in the table of
+    contents."""
+    import shutil
+    src = Path(src)
+    src.mkdir(parents=True, exist_ok=True)
+    for name in ("_config.yml", "_toc.yml"):
+        shutil.copy(REPO / name, src / name)
+    shutil.copytree(REPO / "book", src / "book")
+    (src / "notebooks").mkdir()
+    for nb in (REPO / "notebooks").glob("*.ipynb"):
+        shutil.copy(nb, src / "notebooks" / nb.name)
+    for page in (src / "book").rglob("*.md"):
+        page.write_text(strip_solutions(page.read_text()))
+    (src / "book" / "exercises.md").write_text(book_page(sorted(SOLUTIONS.glob("*.ipynb")), True))
+    config = (src / "_config.yml").read_text()
+    config = config.replace("  config:\n", "  config:\n    hide_solutions: true  # a class's release\n", 1)
+    (src / "_config.yml").write_text(config)
+    if toc_files:
+        toc = "format: jb-book\nroot: book/intro\nchapters:\n" + "".join(f"  - file: {f}\n" for f in toc_files)
+        (src / "_toc.yml").write_text(toc)
 
 
 def class_release(out: Path, build: bool = True, toc_files: list[str] | None = None) -> list[str]:
@@ -433,30 +530,12 @@ def class_release(out: Path, build: bool = True, toc_files: list[str] | None = N
     if build:
         with tempfile.TemporaryDirectory() as tmp:
             src = Path(tmp) / "src"
-            src.mkdir()
-            for name in ("_config.yml", "_toc.yml"):
-                shutil.copy(REPO / name, src / name)
-            shutil.copytree(REPO / "book", src / "book")
-            (src / "notebooks").mkdir()
-            for nb in (REPO / "notebooks").glob("*.ipynb"):
-                shutil.copy(nb, src / "notebooks" / nb.name)
-            for page in (src / "book").glob("*.md"):
-                page.write_text(strip_solutions(page.read_text()))
-            (src / "book" / "exercises.md").write_text(book_page(sorted(SOLUTIONS.glob("*.ipynb")), True))
-            config = (src / "_config.yml").read_text()
-            config = config.replace("  config:\n", "  config:\n    hide_solutions: true  # a class's release\n", 1)
-            (src / "_config.yml").write_text(config)
-            if toc_files:
-                toc = "format: jb-book\nroot: book/intro\nchapters:\n" + "".join(f"  - file: {f}\n" for f in toc_files)
-                (src / "_toc.yml").write_text(toc)
+            release_sources(src, toc_files)
             result = subprocess.run(["jupyter-book", "build", "--path-output", str(out / "book"), str(src)],
                                     capture_output=True, text=True)
             if result.returncode != 0:
                 raise RuntimeError(f"jupyter-book build failed:\n{(result.stdout + result.stderr)[-3000:]}")
-    needles = solution_lines()
-    return [str(f.relative_to(out)) for f in out.rglob("*")
-            if f.is_file() and f.suffix in (".html", ".md", ".ipynb", ".json", ".txt", ".js", ".py")
-            and any(n in readable_text(f) for n in needles)]
+    return leaks_in(out) + whole_solutions_in_chapters()
 
 
 def readable_text(path: Path) -> str:
