@@ -5,6 +5,13 @@ Statistical Precipice").
 
 The runs are the directories written by ``experiments/run_suite.py``:
 ``<root>/<label>/<dataset>/s<seed>/{result.json, eval.csv, config.json, log.jsonl}``.
+
+**The statistic of record** (the protocol, ``book/claims.md``): a run's number is the mean of its last
+:data:`RECORD_K` = 5 evaluations (:func:`record_score`), never its final evaluation alone, which flips verdicts. Every
+table and interval function here (:func:`ci_summary`, :func:`ci_table`, :func:`baseline_table`, :func:`aggregate_iqm`,
+:func:`published_table`, :func:`value_check_table`, :func:`plot_score_intervals`, :func:`plot_baseline`) takes
+``k=RECORD_K`` by default; ``k=None`` gives the final evaluation, for the laboratory pages only. A run with fewer than
+``k`` evaluations has no statistic of record: a ``ValueError`` says so.
 """
 from __future__ import annotations
 
@@ -25,6 +32,43 @@ def results_path(path: str | Path) -> Path:
     returned whether or not it exists."""
     given = Path(path)
     return given if given.is_absolute() or given.exists() else _repo_root() / given
+
+
+RECORD_K = 5
+"""k of the statistic of record: a run's number is the mean of its last ``RECORD_K`` evaluations (``book/claims.md``,
+the protocol). Five evaluations are the last 40% of a 50,000-step run evaluated every 5,000 steps."""
+
+
+def _check_k(k) -> None:
+    if k is not None and (isinstance(k, bool) or not isinstance(k, int) or k < 1):
+        raise ValueError(f"k: expected a positive number of evaluations, or None for the final one, got {k!r}")
+
+
+def record_score(run: dict, k: int | None = RECORD_K) -> float:
+    """A run's statistic of record: the mean of its last ``k`` evaluation scores (``run["curve"]["score"]``, from
+    :func:`load_results`); ``k=None`` is its final evaluation (``run["score"]``, for the laboratory pages).
+
+    A run already summarised by :func:`late_scores` keeps the summary it was given (``run["summary"]``). Fewer than
+    ``k`` evaluations is a ``ValueError`` naming the run: it has no statistic of record."""
+    _check_k(k)
+    if k is None or run.get("summary"):
+        return float(run["score"])
+    scores = np.asarray(run.get("curve", {}).get("score", []), dtype=float)
+    if scores.size < k:
+        raise ValueError(f"{run.get('path', run.get('label'))} has {scores.size} evaluations, fewer than the {k} of "
+                         f"the statistic of record (the mean of the last {k}); pass k=None for its final evaluation")
+    return float(scores[-k:].mean())
+
+
+def record_scores(runs: list[dict], label: str, dataset: str, k: int | None = RECORD_K) -> np.ndarray:
+    """The statistic of record (:func:`record_score`) of each finished run of ``(label, dataset)``, one per seed, in
+    the runs' order; ``k=None``: the final evaluations, as :func:`final_scores`."""
+    return np.array([record_score(r, k) for r in select(runs, label, dataset) if r.get("score") is not None])
+
+
+def statistic_name(k: int | None = RECORD_K) -> str:
+    """How a table names its statistic: ``last 5 evaluations`` (their mean) or ``final evaluation``."""
+    return "final evaluation" if k is None else f"last {k} evaluations"
 
 
 def save_figure(fig, path: str | Path) -> Path:
@@ -154,7 +198,9 @@ def wall_minutes(runs: list[dict]) -> str:
 
 
 def score_summary(runs: list[dict]) -> dict[tuple[str, str], dict]:
-    """``{(label, dataset): {"mean", "std", "n", "scores"}}`` of the final normalised scores over seeds.
+    """``{(label, dataset): {"mean", "std", "n", "scores"}}`` of the final normalised scores over seeds (the final
+    evaluation, not the statistic of record: for the first edition's runs and the laboratory pages; tables of record
+    use :func:`ci_summary`).
 
     ``std`` is the *sample* standard deviation (``ddof=1``, divisor ``n - 1``): with three seeds the population
     standard deviation (divisor ``n``) would be smaller by a factor ``sqrt(2/3)``, about 18%.  With a single seed
@@ -279,10 +325,13 @@ def plot_value_check(ax, runs: list[dict], label: str, dataset: str, color=None,
     return line
 
 
-def value_check_table(runs: list[dict], labels, datasets) -> str:
-    """Markdown: per algorithm and dataset, the final value check over seeds: the critic's mean estimate at the start
+def value_check_table(runs: list[dict], labels, datasets, k: int | None = RECORD_K) -> str:
+    """Markdown: per algorithm and dataset, the value check over seeds: the critic's mean estimate at the start
     states, the Monte-Carlo discounted return of its policy, and each seed's error, estimate minus return (a
-    difference, not a ratio: a collapsed policy's return is near zero)."""
+    difference, not a ratio: a collapsed policy's return is near zero). Each seed's numbers are the statistic of
+    record, means over its last ``k`` evaluations (``k=None``: its final one, ``q_start`` and ``mc_discounted`` of
+    its ``result.json``); the last column counts every evaluation."""
+    _check_k(k)
     lines = ["| algorithm | dataset | seeds | critic's Q(s0, pi(s0)) | Monte-Carlo return | estimate - return, per seed "
              "| estimate below the return (evaluations) |",
              "| --- | --- | ---: | ---: | ---: | --- | ---: |"]
@@ -292,13 +341,25 @@ def value_check_table(runs: list[dict], labels, datasets) -> str:
                          key=lambda r: r["seed"])
             if not sel:
                 continue
-            q = np.array([r["q_start"] for r in sel])
-            mc = np.array([r["mc_discounted"] for r in sel])
+            q = np.array([_late_value(r, "q_start", k) for r in sel])
+            mc = np.array([_late_value(r, "mc_discounted", k) for r in sel])
             errors = ", ".join(_compact(a - b, sign=True) for a, b in zip(q, mc))
             below, checked = _evaluations_below(sel)
             lines.append(f"| {label} | {dataset} | {len(sel)} | {_compact(q.mean())} | {_compact(mc.mean())} | {errors} "
                          f"| {below} of {checked} |")
     return "\n".join(lines)
+
+
+def _late_value(run: dict, key: str, k: int | None) -> float:
+    """A value-check field (``q_start`` or ``mc_discounted``) of a run: its final value (``k=None``) or its mean over
+    the last ``k`` evaluations."""
+    if k is None:
+        return float(run[key])
+    values = np.asarray(run.get("curve", {}).get(key, []), dtype=float)
+    if values.size < k or not np.isfinite(values[-k:]).all():
+        raise ValueError(f"{run.get('path', run.get('label'))}: {key} at {values.size} evaluations, fewer than the "
+                         f"{k} of the statistic of record; pass k=None for the final one")
+    return float(values[-k:].mean())
 
 
 def _compact(x: float, sign: bool = False) -> str:
@@ -477,7 +538,8 @@ def late_scores(runs: list[dict], evaluations: int = 10) -> list[dict]:
 
     A run's final score is one evaluation (a few episodes); where single evaluations drop far below a flat curve now
     and then, the mean of the last few is the steadier reading of where training ended.  Every other summary
-    (:func:`ci_summary`, :func:`baseline_table`) takes the returned runs as it takes the originals.
+    (:func:`ci_summary`, :func:`baseline_table`) takes the returned runs as they are (their ``summary`` says which):
+    the statistic of record is ``late_scores(runs, RECORD_K)``, what those functions compute by default.
     """
     if isinstance(evaluations, bool) or not isinstance(evaluations, int) or evaluations < 1:
         raise ValueError(f"evaluations: expected a positive integer, got {evaluations!r}")
@@ -487,7 +549,7 @@ def late_scores(runs: list[dict], evaluations: int = 10) -> list[dict]:
         if scores.size < evaluations:
             raise ValueError(f"evaluations: {r.get('path', r['label'])} has {scores.size} evaluations, fewer than "
                              f"the {evaluations} asked for")
-        out.append({**r, "score": float(scores[-evaluations:].mean())})
+        out.append({**r, "score": float(scores[-evaluations:].mean()), "summary": f"last {evaluations}"})
     return out
 
 
@@ -514,13 +576,14 @@ def verdict(lo: float, hi: float) -> str:
 
 
 def baseline_table(runs: list[dict], labels, baselines, datasets, confidence: float = 0.95, n_boot: int = 10_000,
-                   seed: int = 0) -> str:
-    """Markdown: for each dataset and algorithm, its final score (mean [CI] (seeds)) and, per baseline (e.g. ``bc``
+                   seed: int = 0, k: int | None = RECORD_K) -> str:
+    """Markdown: for each dataset and algorithm, its statistic of record (each run's mean over its last ``k``
+    evaluations; ``k=None``: its final one) as mean [CI] (seeds) and, per baseline (e.g. ``bc``
     and ``10%bc``), the difference of the means with the bootstrap interval of :func:`difference_ci` and a verdict:
     **above** (interval above 0), **below** (below 0) or overlap. Cells without runs say ``not run``."""
-    summary = ci_summary(runs, list(labels) + list(baselines), datasets, confidence, n_boot, seed)
+    summary = ci_summary(runs, list(labels) + list(baselines), datasets, confidence, n_boot, seed, k)
     pct = f"{100 * confidence:g}%"
-    lines = [f"| dataset | algorithm | score, mean [{pct} CI] (seeds) | "
+    lines = [f"| dataset | algorithm | score ({statistic_name(k)}), mean [{pct} CI] (seeds) | "
              + " | ".join(f"minus {b} [{pct} CI]" for b in baselines) + " |",
              "| --- | --- | ---: |" + " ---: |" * len(baselines)]
     for d in datasets:
@@ -556,54 +619,74 @@ IQL_PAPER_TABLE1 = {
 
 
 def published_table(rows, published: dict, budgets, names=None, published_title: str = "published",
-                    confidence: float = 0.95, n_boot: int = 10_000, seed: int = 0) -> str:
+                    confidence: float = 0.95, n_boot: int = 10_000, seed: int = 0, k: int | None = RECORD_K,
+                    final: bool = False) -> str:
     """Markdown: our runs beside published numbers, one row per ``(dataset, label)`` of ``rows``.
 
     ``published`` maps ``(dataset, label)`` to the published score (``-`` where it has none). ``budgets`` is a list of
-    ``(title, runs, late, labels)``, e.g. ``("ours, 1M steps", runs_1m, 10, ["bc", "10%bc", "iql"])``: each budget
-    gives two columns, ``title: final`` (final scores: mean [lo, hi] (seeds), the ``confidence`` bootstrap interval of
-    :func:`ci_summary`) and ``last {late} evaluations`` (:func:`late_scores`: mean [lo, hi], over the seeds of the
-    final column beside it). A row whose label is not among the budget's ``labels`` (None: every label) shows ``-``
-    there, a row planned at that budget but without runs ``not run yet``. ``names`` maps labels to the names printed."""
+    ``(title, runs, labels)``, e.g. ``("ours, 1M steps", runs_1m, ["bc", "10%bc", "iql"])``: each budget gives one
+    column, the statistic of record (each run's mean over its last ``k`` evaluations, :func:`record_score`) as mean
+    [lo, hi] (seeds), the ``confidence`` bootstrap interval of :func:`ci_summary`; with ``final``, a second column
+    of the final evaluations beside it (for the laboratory pages). A row whose label is not among the budget's
+    ``labels`` (None: every label) shows ``-`` there, a row planned at that budget but without runs ``not run yet``.
+    ``names`` maps labels to the names printed.
+
+    The first edition's form of a budget, ``(title, runs, late, labels)``, still gives its two columns, ``title:
+    final`` and ``last {late} evaluations`` (:func:`late_scores`), as the notebooks executed before the protocol
+    show them."""
     rows = [tuple(r) for r in rows]
     if any(len(r) != 2 for r in rows):
         raise ValueError(f"rows: expected (dataset, label) pairs, got {rows!r}")
     names = dict(names or {})
     header = f"| dataset | algorithm | {published_title} |"
-    columns = []
+    columns = []  # per budget: a list of (summary, show seeds) and the labels planned
     for budget in budgets:
-        if len(budget) != 4:
-            raise ValueError(f"budgets: expected (title, runs, late, labels) for each budget, got {budget!r}")
-        title, runs, late, labels = budget
+        if len(budget) not in (3, 4) or not (budget[-1] is None or isinstance(budget[-1], (list, tuple, set))):
+            raise ValueError(f"budgets: expected (title, runs, labels) for each budget, labels a list or None, "
+                             f"got {budget!r}")
+        if len(budget) == 4:
+            title, runs, late, labels = budget
+        else:
+            (title, runs, labels), late = budget, None
         kept = [r for r in runs if (r["dataset"], r["label"]) in rows]
-        final = ci_summary(kept, confidence=confidence, n_boot=n_boot, seed=seed) if kept else {}
-        last = ci_summary(late_scores(kept, late), confidence=confidence, n_boot=n_boot, seed=seed) if kept else {}
-        columns.append((final, last, None if labels is None else set(labels)))
-        header += f" {title}: final | last {late} evaluations |"
-    lines = [header, "| --- | --- | ---: |" + " ---: | ---: |" * len(budgets)]
 
-    def cell(s, seeds: bool) -> str:
-        return "not run yet" if s is None else ci_cell(s, seeds)
-
+        def summary(these, k_):
+            return ci_summary(these, confidence=confidence, n_boot=n_boot, seed=seed, k=k_) if these else {}
+        if late is not None:
+            parts = [(summary(kept, None), True), (summary(late_scores(kept, late), None), False)]
+            header += f" {title}: final | last {late} evaluations |"
+        else:
+            parts = [(summary(kept, k), True)]
+            header += f" {title}, {statistic_name(k)} |"
+            if final:
+                parts.append((summary(kept, None), True))
+                header += f" {title}, final evaluation |"
+        columns.append((parts, None if labels is None else set(labels)))
+    width = sum(len(parts) for parts, _ in columns)
+    lines = [header, "| --- | --- | ---: |" + " ---: |" * width]
     for d, lab in rows:
         pub = published.get((d, lab))
         line = f"| {d} | {names.get(lab, lab)} | {'-' if pub is None else f'{pub:.1f}'} |"
-        for final, last, labels in columns:
-            if labels is not None and lab not in labels:
-                line += " - | - |"
-            else:
-                line += f" {cell(final.get((lab, d)), True)} | {cell(last.get((lab, d)), False)} |"
+        for parts, labels in columns:
+            for summ, seeds in parts:
+                if labels is not None and lab not in labels:
+                    line += " - |"
+                else:
+                    s = summ.get((lab, d))
+                    line += " not run yet |" if s is None else f" {ci_cell(s, seeds)} |"
         lines.append(line)
     return "\n".join(lines)
 
 
 def plot_baseline(ax, runs: list[dict], label: str, dataset: str, color=None, name: str | None = None,
-                  vertical: bool = False, confidence: float = 0.95, n_boot: int = 10_000, seed: int = 0) -> bool:
-    """A baseline (e.g. BC or 10%BC) across a plot of scores: a dashed line at the mean of its final scores on
+                  vertical: bool = False, confidence: float = 0.95, n_boot: int = 10_000, seed: int = 0,
+                  k: int | None = RECORD_K) -> bool:
+    """A baseline (e.g. BC or 10%BC) across a plot of scores: a dashed line at the mean of its statistic of record
+    (:func:`record_score`; ``k=None``: final scores) on
     ``dataset`` with the bootstrap interval of the mean shaded, labelled "name: mean [lo, hi] (n seeds)". Horizontal
     (scores on the y axis, as in a sweep) or ``vertical`` (scores on the x axis, as in ``plot_score_intervals``).
     Returns whether anything was drawn (False when the baseline has no runs on ``dataset``)."""
-    x = final_scores(runs, label, dataset)
+    x = record_scores(runs, label, dataset, k)
     if not x.size:
         return False
     lo, hi = bootstrap_ci(x, confidence, n_boot, seed)
@@ -615,16 +698,17 @@ def plot_baseline(ax, runs: list[dict], label: str, dataset: str, color=None, na
 
 
 def plot_score_intervals(ax, runs: list[dict], labels, dataset: str, baselines=(), colors=None, names=None,
-                         confidence: float = 0.95, n_boot: int = 10_000, seed: int = 0):
-    """One row per algorithm on ``dataset``: each seed's final score (dots), the mean (black tick) and its bootstrap
+                         confidence: float = 0.95, n_boot: int = 10_000, seed: int = 0, k: int | None = RECORD_K):
+    """One row per algorithm on ``dataset``: each seed's statistic of record (:func:`record_score`; ``k=None``: its
+    final score) (dots), the mean (black tick) and its bootstrap
     interval (bar); each baseline (e.g. BC and 10%BC) drawn across the plot as a vertical line at its mean with its
     interval shaded, so an algorithm "above the baseline" is a bar entirely to the right of the shading.
     Returns the labels drawn (those with runs)."""
     names = dict(names or {})
-    for k, b in enumerate(baselines):
-        plot_baseline(ax, runs, b, dataset, color=(colors or {}).get(b, f"C{k}"), name=names.get(b, b),
-                      vertical=True, confidence=confidence, n_boot=n_boot, seed=seed)
-    scores = {lab: final_scores(runs, lab, dataset) for lab in labels}
+    for j, b in enumerate(baselines):
+        plot_baseline(ax, runs, b, dataset, color=(colors or {}).get(b, f"C{j}"), name=names.get(b, b),
+                      vertical=True, confidence=confidence, n_boot=n_boot, seed=seed, k=k)
+    scores = {lab: record_scores(runs, lab, dataset, k) for lab in labels}
     drawn = [lab for lab in labels if scores[lab].size]
     for i, lab in enumerate(drawn):
         x = scores[lab]
@@ -633,7 +717,8 @@ def plot_score_intervals(ax, runs: list[dict], labels, dataset: str, baselines=(
         ax.plot(x, np.full(x.size, i), "o", color=color, ms=4)
     ax.set_yticks(range(len(drawn)), [f"{names.get(lab, lab)} ({scores[lab].size})" for lab in drawn])
     ax.set_ylim(-0.6, max(len(drawn), 1) - 0.4)
-    ax.set_xlabel(f"final normalised score (dots: seeds; bar: {100 * confidence:g}% bootstrap CI of the mean)")
+    ax.set_xlabel(f"normalised score, {statistic_name(k)} (dots: seeds; bar: {100 * confidence:g}% bootstrap CI of "
+                  f"the mean)")
     ax.set_title(dataset)
     return drawn
 
@@ -655,7 +740,7 @@ def plot_sweep(ax, values, score_sets, color=None, name: str | None = None, conf
         means, los, his = map(np.asarray, (means, los, his))
         ax.errorbar(xs, means, yerr=[means - los, his - means], color=color, marker="s", capsize=4,
                     label=f"{name or ''} (mean, {100 * confidence:g}% CI)".strip())
-    ax.set_ylabel("final normalised score")
+    ax.set_ylabel("normalised score")
     return xs
 
 
@@ -665,15 +750,16 @@ def ci_cell(s: dict, seeds: bool = True) -> str:
 
 
 def ci_summary(runs: list[dict], labels=None, datasets=None, confidence: float = 0.95, n_boot: int = 10_000,
-               seed: int = 0) -> dict[tuple[str, str], dict]:
-    """``{(label, dataset): {"mean", "lo", "hi", "n", "scores"}}``: final normalised scores over seeds with a
-    percentile bootstrap interval of their mean (see :func:`bootstrap_ci`).  Pairs without runs are left out."""
+               seed: int = 0, k: int | None = RECORD_K) -> dict[tuple[str, str], dict]:
+    """``{(label, dataset): {"mean", "lo", "hi", "n", "scores"}}``: the runs' statistic of record over seeds (the mean
+    of each run's last ``k`` evaluations, :func:`record_score`; ``k=None``: final evaluations) with a percentile
+    bootstrap interval of their mean (see :func:`bootstrap_ci`).  Pairs without runs are left out."""
     labels = list(labels) if labels else sorted({r["label"] for r in runs})
     datasets = list(datasets) if datasets else sorted({r["dataset"] for r in runs})
     out = {}
     for lab in labels:
         for d in datasets:
-            x = final_scores(runs, lab, d)
+            x = record_scores(runs, lab, d, k)
             if x.size:
                 lo, hi = bootstrap_ci(x, confidence, n_boot, seed)
                 out[(lab, d)] = {"mean": float(x.mean()), "lo": lo, "hi": hi, "n": int(x.size), "scores": x}
@@ -681,15 +767,15 @@ def ci_summary(runs: list[dict], labels=None, datasets=None, confidence: float =
 
 
 def aggregate_iqm(runs: list[dict], label: str, datasets, confidence: float = 0.95, n_boot: int = 10_000,
-                  seed: int = 0) -> dict:
-    """IQM of the final normalised scores of every (dataset, seed) run of ``label`` on ``datasets``, with a
+                  seed: int = 0, k: int | None = RECORD_K) -> dict:
+    """IQM of the statistic of record (:func:`record_score`; ``k=None``: final scores) of every (dataset, seed) run of ``label`` on ``datasets``, with a
     stratified bootstrap interval (seeds resampled within each dataset, :func:`stratified_bootstrap_ci`).
 
     Returns ``{"iqm", "lo", "hi", "n_runs", "datasets", "missing"}``: ``datasets`` are those with at least one run,
     ``missing`` those asked for without any (the IQM then covers fewer tasks: compare algorithms on the same
     datasets only).  With no run at all, ``iqm``, ``lo`` and ``hi`` are ``nan``.
     """
-    groups = {d: final_scores(runs, label, d) for d in datasets}
+    groups = {d: record_scores(runs, label, d, k) for d in datasets}
     present = {d: g for d, g in groups.items() if g.size}
     missing = [d for d in datasets if d not in present]
     if not present:
@@ -706,17 +792,17 @@ def common_datasets(runs: list[dict], labels, datasets) -> list[str]:
 
 
 def ci_table(runs: list[dict], labels=None, datasets=None, confidence: float = 0.95, n_boot: int = 10_000,
-             seed: int = 0, aggregate: bool = True) -> str:
-    """A markdown table: one row per dataset, one column per label, cells ``mean [lo, hi] (n)`` (final normalised
-    score, mean over ``n`` seeds and its ``confidence`` percentile bootstrap interval), ``not run`` where a cell has
+             seed: int = 0, aggregate: bool = True, k: int | None = RECORD_K) -> str:
+    """A markdown table: one row per dataset, one column per label, cells ``mean [lo, hi] (n)`` (the statistic of
+    record, each run's mean over its last ``k`` evaluations, or its final one with ``k=None``; mean over ``n`` seeds and its ``confidence`` percentile bootstrap interval), ``not run`` where a cell has
     no run.  With ``aggregate``, a last row gives each label's IQM over all its (dataset, seed) runs on the datasets
     that every label *with runs* has run (their number is in the row; labels without any run show ``not run``), with a
     stratified bootstrap interval (:func:`aggregate_iqm`)."""
     labels = list(labels) if labels else sorted({r["label"] for r in runs})
     datasets = list(datasets) if datasets else sorted({r["dataset"] for r in runs})
-    summary = ci_summary(runs, labels, datasets, confidence, n_boot, seed)
+    summary = ci_summary(runs, labels, datasets, confidence, n_boot, seed, k)
     pct = f"{100 * confidence:g}%"
-    lines = [f"| dataset (mean [{pct} CI] (seeds)) | " + " | ".join(labels) + " |",
+    lines = [f"| dataset ({statistic_name(k)}: mean [{pct} CI] (seeds)) | " + " | ".join(labels) + " |",
              "| --- |" + " ---: |" * len(labels)]
     for d in datasets:
         cells = []
@@ -730,7 +816,7 @@ def ci_table(runs: list[dict], labels=None, datasets=None, confidence: float = 0
         if common:
             cells = []
             for lab in labels:
-                a = aggregate_iqm(runs, lab, common, confidence, n_boot, seed)
+                a = aggregate_iqm(runs, lab, common, confidence, n_boot, seed, k)
                 cells.append(f"{a['iqm']:.1f} [{a['lo']:.1f}, {a['hi']:.1f}] ({a['n_runs']})" if a["n_runs"]
                              else "not run")
             name = f"IQM over {len(common)} common dataset{'s' if len(common) > 1 else ''} (runs)"
@@ -749,7 +835,7 @@ def plot_aggregate(ax, aggregates: dict[str, dict], colors=None, confidence: flo
         _interval_row(ax, i, a["lo"], a["hi"], a["iqm"], color)
     ax.set_yticks(range(len(names)), [f"{lab} ({aggregates[lab]['n_runs']} runs)" for lab in names])
     ax.set_ylim(-0.6, len(names) - 0.4)
-    ax.set_xlabel(f"IQM of final normalised score (bar: {100 * confidence:g}% stratified bootstrap CI)")
+    ax.set_xlabel(f"IQM of normalised score (bar: {100 * confidence:g}% stratified bootstrap CI)")
     return names
 
 

@@ -142,7 +142,10 @@ def test_stratified_bootstrap_of_the_iqm():
 # --- from runs to the table --------------------------------------------------------------------------------------
 
 def _runs(cells: dict) -> list[dict]:
-    return [{"label": lab, "dataset": d, "seed": i, "score": s}
+    """Runs of flat curves: five evaluations at the given score (so the statistic of record, the mean of the last
+    five, is that score, and so is the final evaluation); ``None`` is an unfinished run."""
+    return [{"label": lab, "dataset": d, "seed": i, "score": s,
+             "curve": {"step": np.arange(1, 6) * 1000, "score": np.full(5, np.nan if s is None else s)}}
             for (lab, d), scores in cells.items() for i, s in enumerate(scores)]
 
 
@@ -267,12 +270,12 @@ def test_value_check_is_loaded_plotted_and_tabulated(tmp_path):
     assert plots.plot_value_check(ax, runs, "bc", "d") is None
     assert ax.get_xlabel() == "gradient steps" and "discounted return" in ax.get_ylabel()
     plt.close(fig)
-    table = plots.value_check_table(runs, ["sac-offline", "cql", "bc"], ["d"]).splitlines()
+    table = plots.value_check_table(runs, ["sac-offline", "cql", "bc"], ["d"], k=None).splitlines()
     assert table[2] == "| sac-offline | d | 2 | 2,000.0 | 30.0 | +980.0, +2,960.0 | 0 of 4 |"  # 1000 - 20, 3000 - 40
     assert table[3] == "| cql | d | 1 | 20.0 | 40.0 | -20.0 | 2 of 2 |"
     assert len(table) == 4  # bc has no row
     _value_run(tmp_path, "sac-offline", "e", 0, [(10, 9_300_000.0, 0.6)])   # runaway estimates in millions
-    table = plots.value_check_table(plots.load_results(tmp_path), ["sac-offline"], ["e"]).splitlines()
+    table = plots.value_check_table(plots.load_results(tmp_path), ["sac-offline"], ["e"], k=None).splitlines()
     assert table[2] == "| sac-offline | e | 1 | 9.3M | 0.6 | +9.3M | 0 of 1 |"
 
 
@@ -281,7 +284,7 @@ def test_value_check_table_counts_the_evaluations_below_the_return(tmp_path):
     _value_run(tmp_path, "cql", "d", 0, [(5, 10.0, 30.0), (10, 50.0, 40.0)])
     _value_run(tmp_path, "cql", "d", 1, [(5, 5.0, 30.0), (10, 20.0, 40.0)])
     runs = plots.load_results(tmp_path)
-    table = plots.value_check_table(runs, ["cql"], ["d"]).splitlines()
+    table = plots.value_check_table(runs, ["cql"], ["d"], k=None).splitlines()
     assert table[0].endswith("| estimate below the return (evaluations) |")
     assert table[2] == "| cql | d | 2 | 35.0 | 40.0 | +10.0, -20.0 | 3 of 4 |"
 
@@ -324,8 +327,8 @@ def test_baseline_table_says_above_below_overlap_and_not_run():
     runs = _runs({("bc", "a"): [10.0, 11.0, 12.0], ("10%bc", "a"): [20.0, 30.0, 40.0],
                   ("iql", "a"): [25.0, 26.0, 27.0], ("cql", "a"): [1.0, 2.0, 3.0]})
     lines = plots.baseline_table(runs, ["iql", "cql", "bcq"], ["bc", "10%bc"], ["a"]).splitlines()
-    assert lines[0] == ("| dataset | algorithm | score, mean [95% CI] (seeds) | minus bc [95% CI] | "
-                        "minus 10%bc [95% CI] |")
+    assert lines[0] == ("| dataset | algorithm | score (last 5 evaluations), mean [95% CI] (seeds) | "
+                        "minus bc [95% CI] | minus 10%bc [95% CI] |")
     iql, cql, bcq = lines[2:]
     d, lo, hi = plots.difference_ci([25.0, 26.0, 27.0], [10.0, 11.0, 12.0])
     assert f"| {d:+.1f} [{lo:+.1f}, {hi:+.1f}] above |" in iql and iql.endswith(" overlap |")   # 26 vs 30: overlap
@@ -446,7 +449,9 @@ def test_published_table_puts_each_budget_final_and_late_beside_the_published_nu
     assert len(lines) == 5                                                 # dataset z is not a row: left out
     with pytest.raises(ValueError, match=r"rows: expected \(dataset, label\) pairs"):
         plots.published_table([("a",)], {}, [])
-    with pytest.raises(ValueError, match=r"budgets: expected \(title, runs, late, labels\)"):
+    with pytest.raises(ValueError, match=r"budgets: expected \(title, runs, labels\)"):
+        plots.published_table([("a", "bc")], {}, [("ours", short)])
+    with pytest.raises(ValueError, match=r"budgets: expected \(title, runs, labels\)"):
         plots.published_table([("a", "bc")], {}, [("ours", short, 5)])
     with pytest.raises(ValueError, match="evaluations: .* has 5 evaluations, fewer than the 10"):
         plots.published_table([("a", "bc")], {}, [("ours", short, 10, None)])
@@ -474,3 +479,83 @@ def test_evaluations_and_window_means_name_the_runs_left_out(tmp_path):
     assert means == {"s0": 30.0} and short == [str(tmp_path / "s1")]
     means, short = plots.window_means([tmp_path / "s0", tmp_path / "s1"], 20_000, 30_000)
     assert means == {"s0": 25.0, "s1": 65.0} and short == []
+
+
+# --- the statistic of record: every table is made from the mean of the last five evaluations --------------------
+# Each run below ends on an evaluation far from the mean of its last five: a table made from final evaluations shows
+# other numbers and fails these tests.
+
+def _dipping(cells: dict) -> list[dict]:
+    """Runs whose last five evaluations are (m, m, m, m, m - 50) plus an earlier 0: the statistic of record is m - 10,
+    the final evaluation m - 50."""
+    out = []
+    for (lab, d), means in cells.items():
+        for i, m in enumerate(means):
+            scores = np.array([0.0, m, m, m, m, m - 50.0])
+            out.append({"label": lab, "dataset": d, "seed": i, "score": float(scores[-1]), "path": f"{lab}/{d}/s{i}",
+                        "curve": {"step": np.arange(1, 7) * 5000, "score": scores}})
+    return out
+
+
+def test_the_statistic_of_record_is_the_mean_of_the_last_five_evaluations():
+    assert plots.RECORD_K == 5
+    (run,) = _dipping({("bc", "a"): [60.0]})
+    assert plots.record_score(run) == pytest.approx(50.0)        # (60 * 4 + 10) / 5
+    assert plots.record_score(run, None) == 10.0                 # the final evaluation, for the lab pages
+    assert plots.record_score(run, 2) == pytest.approx(35.0)
+    late = plots.late_scores([run], 3)[0]
+    assert plots.record_score(late) == late["score"]             # a summary chosen by the caller is kept
+    short = {**run, "curve": {"step": np.arange(3), "score": np.ones(3)}}
+    with pytest.raises(ValueError, match="has 3 evaluations, fewer than the 5 of the statistic of record"):
+        plots.record_score(short)
+    with pytest.raises(ValueError, match="k: expected a positive number"):
+        plots.record_score(run, 0)
+
+
+def test_every_table_of_record_is_made_from_the_last_five_evaluations(tmp_path):
+    runs = _dipping({("bc", "a"): [60.0, 70.0, 80.0], ("10%bc", "a"): [90.0, 100.0, 110.0],
+                     ("iql", "a"): [110.0, 120.0, 130.0]})
+    record = {lab: [50.0, 60.0, 70.0] if lab == "bc" else [80.0, 90.0, 100.0] if lab == "10%bc" else
+              [100.0, 110.0, 120.0] for lab in ("bc", "10%bc", "iql")}
+    # ci_summary / ci_table
+    s = plots.ci_summary(runs)[("iql", "a")]
+    assert s["mean"] == pytest.approx(110.0) and (s["lo"], s["hi"]) == plots.bootstrap_ci(record["iql"])
+    assert plots.ci_summary(runs, k=None)[("iql", "a")]["mean"] == pytest.approx(70.0)
+    table = plots.ci_table(runs, ["bc", "iql"], ["a"], aggregate=False).splitlines()
+    lo, hi = plots.bootstrap_ci(record["bc"])
+    assert table[0].startswith("| dataset (last 5 evaluations: mean [95% CI] (seeds)) |")
+    assert table[2].startswith(f"| a | 60.0 [{lo:.1f}, {hi:.1f}] (3) | 110.0 [")
+    assert "final evaluation" in plots.ci_table(runs, ["bc"], ["a"], aggregate=False, k=None).splitlines()[0]
+    # the aggregate
+    assert plots.aggregate_iqm(runs, "iql", ["a"])["iqm"] == pytest.approx(plots.iqm(record["iql"]))
+    # baseline_table: the difference of the statistics of record, and the verdict it gives
+    line = plots.baseline_table(runs, ["iql"], ["10%bc"], ["a"]).splitlines()[2]
+    d, lo, hi = plots.difference_ci(record["iql"], record["10%bc"])
+    assert line.endswith(f"| {d:+.1f} [{lo:+.1f}, {hi:+.1f}] {plots.verdict(lo, hi)} |") and d == pytest.approx(20.0)
+    # published_table: one column of the statistic of record per budget, the final one only when asked
+    lines = plots.published_table([("a", "iql")], {("a", "iql"): 66.3}, [("ours", runs, None)]).splitlines()
+    assert lines[0] == "| dataset | algorithm | published | ours, last 5 evaluations |"
+    assert lines[2].startswith("| a | iql | 66.3 | 110.0 [")
+    wide = plots.published_table([("a", "iql")], {}, [("ours", runs, None)], final=True).splitlines()
+    assert wide[0].endswith("| ours, final evaluation |") and "| 70.0 [" in wide[2]
+    # the interval plots
+    fig, ax = plt.subplots()
+    plots.plot_score_intervals(ax, runs, ["iql"], "a", baselines=["bc"])
+    assert "bc: 60.0" in ax.get_legend_handles_labels()[1][0] and "last 5" in ax.get_xlabel()
+    assert sorted(ax.get_lines()[-1].get_xdata()) == record["iql"]   # the seeds' dots
+    plt.close(fig)
+    # the value check: the mean of the last five evaluations of the estimate and of the return
+    rows = [(5000 * (i + 1), q, 100.0) for i, q in enumerate([0.0, 10.0, 10.0, 10.0, 10.0, 60.0])]
+    _value_run(tmp_path, "cql", "d", 0, rows)
+    vc = plots.value_check_table(plots.load_results(tmp_path), ["cql"], ["d"]).splitlines()[2]
+    assert vc == "| cql | d | 1 | 20.0 | 100.0 | -80.0 | 6 of 6 |"     # the final estimate is 60: -40.0
+
+
+def test_final_evaluations_make_other_tables(monkeypatch):
+    """The check above has teeth: tables made with the final evaluation (as before the protocol) differ."""
+    runs = _dipping({("iql", "a"): [110.0, 120.0, 130.0], ("10%bc", "a"): [90.0, 100.0, 110.0]})
+    of_record = plots.baseline_table(runs, ["iql"], ["10%bc"], ["a"])
+    monkeypatch.setattr(plots, "RECORD_K", None)
+    monkeypatch.setattr(plots, "record_scores", lambda runs, label, dataset, k=None: plots.final_scores(runs, label,
+                                                                                                        dataset))
+    assert plots.baseline_table(runs, ["iql"], ["10%bc"], ["a"]) != of_record
