@@ -207,7 +207,8 @@ def recipe_key(name: str) -> str:
     """A short hash of everything dataset ``name`` is made from: the recipe version, the environment, and the bytes
     of the snapshots it rolls out (with their shares, for medium-replay), and the versions of gymnasium, MuJoCo and
     torch (they step the environment and run the policy). Re-exported behaviour policies and upgraded packages
-    therefore never reuse a stale cache."""
+    therefore never reuse a stale cache. A Minari dataset's key covers the bytes of its files
+    (:func:`minirl.minari_io.content_sha256`), so a dataset made again under the same id is converted again."""
     from . import versions
     task, tier = parse_name(name)
     if maze.is_maze_name(name):  # the trajectories' recipe and versions, the relabelling; the task is in the name
@@ -215,8 +216,11 @@ def recipe_key(name: str) -> str:
     made_with = "|".join(f"{p}={(v or '').split('+')[0]}" for p, v in versions().items()
                          if p in ("gymnasium", "mujoco", "torch"))
     h = hashlib.sha1(f"{RECIPE_VERSION}|{task.env_id}|{tier}|{made_with}".encode())
-    if tier == "minari":
-        h.update(json.dumps(task.info, sort_keys=True).encode())
+    if tier == "minari":  # what it records and what it holds: the same id made again is another dataset
+        from .minari_io import content_sha256, minari_info
+        dataset_id = name[len(MINARI):]
+        h.update(json.dumps(minari_info(dataset_id), sort_keys=True).encode())
+        h.update(content_sha256(dataset_id).encode())
     elif tier == "medium-expert":
         h.update((recipe_key(f"{task.name}-medium") + recipe_key(f"{task.name}-expert")).encode())
     elif tier in ("medium", "expert"):
@@ -368,24 +372,145 @@ def _proportional(weights: np.ndarray, n: int) -> np.ndarray:
     return counts
 
 
+# --------------------------------------------------------------------------------------------------------------
+# Checksums: a dataset made here is compared with the one recorded in assets/checksums.json, never silently
+# --------------------------------------------------------------------------------------------------------------
+
+CHECKSUMS = ASSETS / "checksums.json"  # "<name>|n<transitions>" -> checksum(), as made on the machine it names
+
+
+class DatasetDriftWarning(UserWarning):
+    """A dataset made here differs from the one recorded in ``assets/checksums.json`` (another kind of CPU rolls a
+    policy out differently, and long episodes amplify the difference)."""
+
+
+def checksum(ds: OfflineDataset) -> dict:
+    """A dataset's arrays in a few numbers: the SHA-256 of its six fields (:meth:`OfflineDataset.fingerprint`), its
+    transitions, episodes and mean episode return, and per field the mean and the largest absolute value of every
+    column (float64). Two datasets with equal SHA-256 are the same bit for bit; when they differ, the statistics
+    say by how much (:func:`checksum_difference`)."""
+    fields = {}
+    for name in ("observations", "actions", "rewards", "next_observations", "terminals", "timeouts"):
+        a = getattr(ds, name).astype(np.float64).reshape(len(ds), -1)
+        fields[name] = {"mean": a.mean(axis=0).tolist(), "absmax": np.abs(a).max(axis=0).tolist()}
+    returns = ds.episode_returns()
+    return {"sha256": ds.fingerprint(), "transitions": len(ds), "episodes": len(returns),
+            "return_mean": float(returns.mean()), "fields": fields}
+
+
+def checksum_difference(new: dict, ref: dict) -> str | None:
+    """``None`` when the two :func:`checksum` records have the same SHA-256; else what differs and the largest
+    difference among their statistics, in words."""
+    if new["sha256"] == ref["sha256"]:
+        return None
+    parts = [f"sha256 {new['sha256'][:12]} here, {ref['sha256'][:12]} recorded"]
+    if new["episodes"] != ref["episodes"]:
+        parts.append(f"{new['episodes']:,d} episodes here, {ref['episodes']:,d} recorded")
+    if new["return_mean"] != ref["return_mean"]:
+        parts.append(f"mean episode return {new['return_mean']:.6g} here, {ref['return_mean']:.6g} recorded")
+    worst = (0.0, "")
+    for field, stats in ref["fields"].items():
+        for stat, values in stats.items():
+            for col, (a, b) in enumerate(zip(new["fields"][field][stat], values)):
+                if abs(a - b) > worst[0]:
+                    worst = (abs(a - b), f"{field} {stat}[{col}] {a:.6g} here, {b:.6g} recorded")
+    parts.append(f"largest difference: {worst[1]} (by {worst[0]:.3g})" if worst[0] else
+                 "the statistics agree to float64, the bytes differ")
+    return "; ".join(parts)
+
+
+def _checksum_key(name: str, n: int) -> str:
+    return f"{name}|n{n}"
+
+
+@lru_cache(maxsize=1)
+def _reference_checksums() -> dict:
+    return json.loads(CHECKSUMS.read_text()) if CHECKSUMS.exists() else {}
+
+
+def reference_checksum(name: str, n_transitions: int | None = None) -> dict | None:
+    """The :func:`checksum` recorded for dataset ``name`` at ``n_transitions`` (default: full size) in
+    ``assets/checksums.json``, or ``None`` when none is recorded."""
+    n = full_size(name) if n_transitions is None else int(n_transitions)
+    return _reference_checksums().get(_checksum_key(name, n))
+
+
+def check_against_reference(name: str, record: dict) -> str | None:
+    """Compare a dataset's :func:`checksum` with the recorded one: a :class:`DatasetDriftWarning` (one line naming
+    the dataset and the largest difference) when they differ. Returns ``"same"``, ``"differs"`` or ``None`` (none
+    recorded)."""
+    ref = _reference_checksums().get(_checksum_key(name, record["transitions"]))
+    if ref is None:
+        return None
+    diff = checksum_difference(record, ref)
+    if diff is None:
+        return "same"
+    import warnings
+    warnings.warn(DatasetDriftWarning(
+        f"dataset {name} ({record['transitions']:,d} transitions) as made here differs from the one recorded in "
+        f"minirl/assets/checksums.json (made on {ref.get('made_on', 'an unnamed machine')}): {diff}"), stacklevel=3)
+    return "differs"
+
+
+def _machine() -> str:
+    """The CPU model and the versions a dataset was made with, for the record."""
+    import platform
+
+    from . import versions
+    model = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            model = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), model)
+    except OSError:
+        pass
+    made_with = ", ".join(f"{p} {(v or '').split('+')[0]}" for p, v in versions().items()
+                          if p in ("numpy", "gymnasium", "mujoco", "torch"))
+    return f"{model}; {made_with}"
+
+
+def record_checksums(names, n_transitions: int | None = None, progress: bool = True) -> dict:
+    """Maintainers: make (or load) each dataset of ``names`` at ``n_transitions`` and record its :func:`checksum`,
+    with this machine's CPU and versions, in ``assets/checksums.json`` (committed). Returns the new entries."""
+    entries = {}
+    for name in names:
+        ds = load_dataset(name, n_transitions, progress)
+        entries[_checksum_key(name, len(ds))] = {**checksum(ds), "made_on": _machine()}
+    table = {**_reference_checksums(), **entries}
+    CHECKSUMS.write_text(json.dumps(dict(sorted(table.items())), indent=1) + "\n")
+    _reference_checksums.cache_clear()
+    return entries
+
+
 def load_dataset(name: str, n_transitions: int | None = None, progress: bool = True) -> OfflineDataset:
     """Dataset ``name`` from the cache, making (and caching) it on first use.
 
     ``n_transitions`` picks a smaller version (what the ``smoke`` scale uses); ``None`` is the full dataset.
+    A dataset made here is compared with the checksum recorded for it in ``minirl/assets/checksums.json``
+    (:func:`check_against_reference`): the same bit for bit, or a :class:`DatasetDriftWarning` that names it and
+    the largest difference. Its own checksum is kept beside the cache (``<cache>.json``) and compared again,
+    without hashing, whenever the cache is read.
     """
     from .config import UserError
     from .data import atomic_write
     path = cache_path(name, n_transitions)
+    record_path = path.with_suffix(".json")
     if path.exists():
         try:
-            return OfflineDataset.load(path)
+            ds = OfflineDataset.load(path)
         except Exception as e:  # a damaged file fails in many ways (zip, npz, the dataset's own checks)
             raise UserError(f"{path} is damaged ({type(e).__name__}: {e}); delete it and minirl makes {name} "
                             f"again") from None
+        if record_path.exists():  # a cache made before checksums were kept has none
+            check_against_reference(name, json.loads(record_path.read_text()))
+        return ds
     ds = make_dataset(name, n_transitions, progress)
+    record = checksum(ds)
+    check_against_reference(name, record)
     path.parent.mkdir(parents=True, exist_ok=True)
     with atomic_write(path) as tmp:  # a process killed while writing leaves no cache, never half of one
         ds.save(tmp)
+    with atomic_write(record_path) as tmp:
+        tmp.write_text(json.dumps({**record, "made_on": _machine()}, indent=1) + "\n")
     return ds
 
 

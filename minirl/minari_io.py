@@ -89,6 +89,21 @@ def minari_info(dataset_or_id) -> dict:
             "total_episodes": ds.total_episodes, "total_steps": ds.total_steps}
 
 
+def content_sha256(dataset_or_id) -> str:
+    """SHA-256 of the files a local Minari dataset keeps its episodes and metadata in (its ``data/`` folder, file by
+    file in name order): a dataset made again under the same id with other contents (other rewards, say) has
+    another, so minirl's cache of it (:func:`minirl.datasets.cache_path`) is never reused for the new one."""
+    import hashlib
+    folder = _open(dataset_or_id).storage.data_path
+    h = hashlib.sha256()
+    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+        h.update(str(path.relative_to(folder)).encode() + b"\0")
+        with open(path, "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                h.update(block)
+    return h.hexdigest()
+
+
 def to_minari(ds: OfflineDataset, dataset_id: str, env_id: str, ref_min_score: float | None = None,
               ref_max_score: float | None = None, description: str | None = None, author: str = "minirl",
               author_email: str | None = None, code_permalink: str | None = None,
