@@ -103,3 +103,61 @@ def test_other_notebooks_are_nbval_as_before(tmp_path):
     result = nbval(tmp_path)
     assert "PASSED good.ipynb::Cell 0" in result.stdout and "FAILED bad.ipynb::Cell 0" in result.stdout, result.stdout
     assert "expected (reference)" not in result.stdout
+
+
+# What a hostile student leaves in their folder for a folder-wide ``pytest --nbval``: each piece, if it ran in the
+# instructor's pytest process (or with the instructor's rights), would write its marker file and turn every failed
+# test into a pass.
+_FORCE_PASS = '''
+import pathlib, pytest
+pathlib.Path({marker!r}).write_text("ran")
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    report.outcome = "passed"
+    report.longrepr = None
+'''
+
+
+def _hostile_folder(folder: Path, markers: Path) -> None:
+    """``eve``'s folder: a saved wrong notebook, plus a conftest.py at two depths, a test module, a sitecustomize.py,
+    a pytest.ini whose options would switch the grading plugin off, and a notebook that is not an exercise."""
+    eve = folder / "eve"
+    write(folder, "eve", NB, filled(NB, wrong_edits(NB)))
+    (eve / "conftest.py").write_text(_FORCE_PASS.format(marker=str(markers / "conftest")))
+    (eve / "deep").mkdir()
+    (eve / "deep" / "conftest.py").write_text(_FORCE_PASS.format(marker=str(markers / "deep-conftest")))
+    (eve / "test_evil.py").write_text(f"import pathlib\npathlib.Path({str(markers / 'test-module')!r}).write_text('ran')"
+                                      "\ndef test_x():\n    pass\n")
+    (eve / "sitecustomize.py").write_text(f"import pathlib\npathlib.Path({str(markers / 'sitecustomize')!r})"
+                                          ".write_text('ran')\n")
+    (eve / "pytest.ini").write_text("[pytest]\naddopts = -p no:minirl-exercises\n")
+    evil = {"nbformat": 4, "nbformat_minor": 5, "metadata": {"kernelspec": {"name": "python3",
+            "display_name": "Python 3", "language": "python"}},
+            "cells": [{"cell_type": "code", "id": "c1", "execution_count": None, "metadata": {}, "outputs": [],
+                       "source": f"import pathlib\npathlib.Path({str(markers / 'notebook')!r}).write_text('ran')"}]}
+    (eve / "evil.ipynb").write_text(json.dumps(evil))
+    write(folder, "ana", NB, filled(NB))
+
+
+@pytest.mark.parametrize("command", [("class",), ("-c", "/dev/null", "--rootdir", "class", "class/eve")],
+                         ids=["folder-wide", "one-student-documented"])
+def test_a_folder_of_submissions_runs_nothing_of_the_students_in_pytest(tmp_path, command):
+    """``pytest --nbval class/`` (and the documented ``-c /dev/null`` form for one student's folder): the students'
+    conftest.py files, test modules, sitecustomize.py, pytest.ini and other notebooks neither run nor change a
+    verdict; eve's wrong answers fail, ana's right ones pass."""
+    markers = tmp_path / "markers"
+    markers.mkdir()
+    _hostile_folder(tmp_path / "class", markers)
+    result = nbval(tmp_path, *command)
+    assert sorted(p.name for p in markers.iterdir()) == [], result.stdout[-3000:]
+    found = outcomes(result.stdout)
+    eve = {task: ok for (path, task), ok in found.items() if "eve/" in path
+           or path == f"{NB}.ipynb" and len(command) > 1}
+    assert eve and not all(eve.values()), result.stdout[-3000:]
+    assert "minirl: grading a folder of submissions" in result.stdout
+    assert "test_evil.py" not in result.stdout and "not one of the book's exercise notebooks" in result.stdout
+    if len(command) == 1:
+        ana = {task: ok for (path, task), ok in found.items() if "ana/" in path}
+        assert ana and all(ana.values()), result.stdout[-3000:]

@@ -44,6 +44,93 @@ def _nbval_active(config) -> bool:
     return bool(getattr(opt, "nbval", False) or getattr(opt, "nbval_lax", False))
 
 
+# ---------------------------------------------------------------------------------------------------------------
+# A folder of submissions: nothing a student put in it runs in this (the instructor's) pytest process
+# ---------------------------------------------------------------------------------------------------------------
+# ``pytest --nbval submissions/`` would import every conftest.py below it (a hook that marks every test passed), every
+# test_*.py, and run every other notebook in a Jupyter kernel with the instructor's rights. When the folders pytest is
+# given hold a book exercise notebook, this plugin turns conftest loading off (``--noconftest``), ignores every file
+# that is not a notebook, and skips the notebooks that are not exercises. A student's pytest.ini (or tox.ini,
+# setup.cfg, pyproject.toml) is read by pytest before any plugin when it lies in the folder given or above it, and it
+# can switch this plugin off (``-p no:minirl-exercises``): the documented command passes ``-c`` a settings file of
+# the instructor's (book/instructors.md): ``pytest --nbval -c /dev/null --rootdir submissions submissions/``.
+# sitecustomize.py and usercustomize.py are imported only at an interpreter's start and from sys.path, which a
+# submission folder is not on (run the command from outside it); the graded children are forked from this process.
+
+_GUARD = pytest.StashKey[list]()  # the folders under which the guard holds (empty or absent: not a class's folder)
+
+
+def _is_exercise_notebook(path: Path) -> bool:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return '"minirl_exercise"' in f.read()
+    except OSError:
+        return False
+
+
+def submission_roots(paths: list[Path], ignored: list[Path]) -> list[Path]:
+    """Those of ``paths`` (folders or files pytest was given) whose tree holds a book exercise notebook, outside the
+    ``ignored`` paths (``--ignore``)."""
+    import os
+    ignored = [p.resolve() for p in ignored]
+    out = []
+    for root in paths:
+        root = root.resolve()
+        if root.is_file():
+            if root.suffix == ".ipynb" and _is_exercise_notebook(root):
+                out.append(root.parent)
+            continue
+        found = False
+        for dirpath, dirnames, filenames in os.walk(root):
+            here = Path(dirpath)
+            dirnames[:] = [d for d in dirnames if (here / d).resolve() not in ignored and d != ".ipynb_checkpoints"]
+            if any(f.endswith(".ipynb") and _is_exercise_notebook(here / f) for f in filenames):
+                found = True
+                break
+        if found:
+            out.append(root)
+    return out
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_load_initial_conftests(early_config, parser, args):
+    ns = early_config.known_args_namespace
+    if not (getattr(ns, "nbval", False) or getattr(ns, "nbval_lax", False)):
+        return
+    base = early_config.invocation_params.dir
+    given = [a.split("::")[0] for a in (ns.file_or_dir or []) if not str(a).startswith("-")]
+    if not given:
+        given = [str(early_config.rootpath / t) for t in (early_config.getini("testpaths") or [])] or [str(base)]
+    paths = [Path(g) if Path(g).is_absolute() else base / g for g in given]
+    ignored = [Path(i) if Path(i).is_absolute() else base / i for i in (getattr(ns, "ignore", None) or [])]
+    roots = submission_roots([p for p in paths if p.exists()], ignored)
+    early_config.stash[_GUARD] = roots
+    if roots:
+        ns.noconftest = True  # read by pytest's own loading of the initial conftests, which runs after this hook
+
+
+def _guarded(config, path: Path) -> bool:
+    roots = config.stash.get(_GUARD, [])
+    if not roots:
+        return False
+    path = Path(path).resolve()
+    return any(path == r or r in path.parents for r in roots)
+
+
+def pytest_report_header(config):
+    roots = config.stash.get(_GUARD, [])
+    if roots:
+        return [f"minirl: grading a folder of submissions ({', '.join(map(str, roots))}): no conftest.py is loaded, "
+                "no Python file is collected, notebooks that are not exercises are not run"]
+    return None
+
+
+def pytest_ignore_collect(collection_path, config):
+    if collection_path.is_file() and collection_path.suffix != ".ipynb" and _guarded(config, collection_path):
+        return True  # a student's test_*.py or doctest module would be imported into this process
+    return None
+
+
 def exercise_name(path: Path) -> str | None:
     """The exercise a notebook file says it is (its ``minirl_exercise`` metadata), or ``None``."""
     try:
@@ -61,14 +148,31 @@ def pytest_collect_file(file_path, parent):
     if file_path.suffix != ".ipynb" or not _nbval_active(parent.config):
         return collected
     name = exercise_name(file_path)
+    guarded = _guarded(parent.config, file_path)
+    kept = [c for c in (collected or []) if type(c).__module__ != "nbval.plugin"]
     if name is None:
-        return collected
+        # not an exercise: nbval as usual, except in a class's folder, where it would run with the instructor's rights
+        return kept + [NotRun.from_parent(parent, path=file_path)] if guarded else collected
     from .grader import load_checks
     specs = load_checks()
     if name not in specs:
-        return collected  # not one of this book's exercises: nbval as usual
-    kept = [c for c in (collected or []) if type(c).__module__ != "nbval.plugin"]
+        return kept + [NotRun.from_parent(parent, path=file_path)] if guarded else collected
     return kept + [ExerciseNotebook.from_parent(parent, path=file_path, exercise=name, spec=specs[name])]
+
+
+class NotRun(pytest.File):
+    """A notebook in a folder of submissions that is not one of the book's exercises: reported, never run."""
+
+    def collect(self):
+        yield NotRunItem.from_parent(self, name="not an exercise")
+
+
+class NotRunItem(pytest.Item):
+    def runtest(self):
+        pytest.skip("not one of the book's exercise notebooks: not run while grading a folder of submissions")
+
+    def reportinfo(self):
+        return self.path, None, f"{self.path.name}: not an exercise"
 
 
 class ExerciseNotebook(pytest.File):
