@@ -373,15 +373,15 @@ def _proportional(weights: np.ndarray, n: int) -> np.ndarray:
 
 
 # --------------------------------------------------------------------------------------------------------------
-# Checksums: a dataset made here is compared with the one recorded in assets/checksums.json, never silently
+# Checksums: a dataset made here is compared with the one recorded in assets/datasets/checksums.json
 # --------------------------------------------------------------------------------------------------------------
 
-CHECKSUMS = ASSETS / "checksums.json"  # "<name>|n<transitions>" -> checksum(), as made on the machine it names
+CHECKSUMS = ASSETS / "datasets" / "checksums.json"  # "<name>|n<transitions>" -> checksum(), with where it was made
 
 
 class DatasetDriftWarning(UserWarning):
-    """A dataset made here differs from the one recorded in ``assets/checksums.json`` (another kind of CPU rolls a
-    policy out differently, and long episodes amplify the difference)."""
+    """A dataset made here differs from the one recorded in ``assets/datasets/checksums.json`` (another kind of CPU
+    rolls a policy out differently, and long episodes amplify the difference)."""
 
 
 def checksum(ds: OfflineDataset) -> dict:
@@ -430,7 +430,7 @@ def _reference_checksums() -> dict:
 
 def reference_checksum(name: str, n_transitions: int | None = None) -> dict | None:
     """The :func:`checksum` recorded for dataset ``name`` at ``n_transitions`` (default: full size) in
-    ``assets/checksums.json``, or ``None`` when none is recorded."""
+    ``assets/datasets/checksums.json``, or ``None`` when none is recorded."""
     n = full_size(name) if n_transitions is None else int(n_transitions)
     return _reference_checksums().get(_checksum_key(name, n))
 
@@ -448,7 +448,8 @@ def check_against_reference(name: str, record: dict) -> str | None:
     import warnings
     warnings.warn(DatasetDriftWarning(
         f"dataset {name} ({record['transitions']:,d} transitions) as made here differs from the one recorded in "
-        f"minirl/assets/checksums.json (made on {ref.get('made_on', 'an unnamed machine')}): {diff}"), stacklevel=3)
+        f"minirl/assets/datasets/checksums.json (made on {ref.get('made_on', 'an unnamed machine')}): {diff}"),
+        stacklevel=3)
     return "differs"
 
 
@@ -470,7 +471,7 @@ def _machine() -> str:
 
 def record_checksums(names, n_transitions: int | None = None, progress: bool = True) -> dict:
     """Maintainers: make (or load) each dataset of ``names`` at ``n_transitions`` and record its :func:`checksum`,
-    with this machine's CPU and versions, in ``assets/checksums.json`` (committed). Returns the new entries."""
+    with this machine's CPU and versions, in ``assets/datasets/checksums.json`` (committed). Returns the new entries."""
     entries = {}
     for name in names:
         ds = load_dataset(name, n_transitions, progress)
@@ -485,7 +486,7 @@ def load_dataset(name: str, n_transitions: int | None = None, progress: bool = T
     """Dataset ``name`` from the cache, making (and caching) it on first use.
 
     ``n_transitions`` picks a smaller version (what the ``smoke`` scale uses); ``None`` is the full dataset.
-    A dataset made here is compared with the checksum recorded for it in ``minirl/assets/checksums.json``
+    A dataset made here is compared with the checksum recorded for it in ``minirl/assets/datasets/checksums.json``
     (:func:`check_against_reference`): the same bit for bit, or a :class:`DatasetDriftWarning` that names it and
     the largest difference. Its own checksum is kept beside the cache (``<cache>.json``) and compared again,
     without hashing, whenever the cache is read.
