@@ -8,6 +8,7 @@ directory (``python -m minirl evaluate``). :func:`get_scale` says how big a run 
 ``full``) and :data:`ALGORITHMS` maps each ``--algo`` name to its agent and config.
 """
 from __future__ import annotations
+import contextlib
 import dataclasses
 import importlib
 import json
@@ -27,7 +28,7 @@ from .devices import (COMPILE_MODES, check_capture, check_device, compile_agent,
                       resolve_precision)
 from .evaluation import evaluate, make_task_env
 from .seeds import check_seed_axis
-from .train import load_agent_state, prepare_dataset, read_checkpoint, train
+from .train import hold_run_folder, load_agent_state, prepare_dataset, read_checkpoint, train
 # --------------------------------------------------------------------------------------------------------------
 # Scales
 # --------------------------------------------------------------------------------------------------------------
@@ -170,6 +171,14 @@ def parse_overrides(algo: str, items: list[str]) -> dict:
             raise UserError(f"--set {key} is given twice ({key}={out[key]!r} and {item!r})")
         out[key] = parse_field(cls, key, value)
     return out
+
+
+def algo_name(agent) -> str | None:
+    """The ``--algo`` name of ``agent``'s class (the first of :data:`ALGORITHMS` built from it; its config fields
+    then say the rest, e.g. ``top_fraction`` for 10%BC), or ``None`` for a class minirl does not know."""
+    cls = type(agent)
+    return next((name for name, (module, agent_name, *_) in ALGORITHMS.items()
+                 if cls.__module__ == module and cls.__name__ == agent_name), None)
 
 
 def agent_class(algo: str) -> type:
@@ -420,6 +429,18 @@ def run(algo: str, dataset: str, *, scale: str | None = None, steps: int | None 
     plan = plans[0]
     if group and len({p.out.resolve() for p in plans}) != len(plans):
         raise UserError("--out: each seed of a batch needs its own directory")
+    with contextlib.ExitStack() as held:  # one run per folder, held from here to the end of the run
+        for p in plans:
+            held.enter_context(hold_run_folder(p.out))
+            _check_out(p, override)  # again, now that no other run can write there
+        return _run_held(plans, group, seed_list, overrides=overrides, device=device, compile=compile,
+                         progress=progress, tensorboard=tensorboard)
+
+
+def _run_held(plans: list, group: bool, seed_list: list, *, overrides, device, compile, progress, tensorboard):
+    """:func:`run`'s work once its settings are checked and its out directories held."""
+    from . import datasets
+    plan = plans[0]
     if plan.threads is not None:
         torch.set_num_threads(plan.threads)
     raw = full = datasets.load_dataset(plan.dataset, plan.transitions, progress=progress)
@@ -512,8 +533,8 @@ class LoadedAgent:
     config: object                 # the algorithm's config dataclass
     settings: dict                 # the run's config.json
     step: int                      # gradient steps it was trained for
-    env_id: str
-    task: str
+    env_id: str | None             # None: trained with no environment recorded (train() from Python, no eval_env)
+    task: str | None               # None: no reference returns, so no normalised score (your own data)
     state_normalizer: StateNormalizer | None
 
     def act(self, obs: np.ndarray, deterministic: bool = True) -> np.ndarray:
@@ -522,11 +543,15 @@ class LoadedAgent:
         return self.agent.act(o, deterministic)
 
     def evaluate(self, episodes: int = 10, seed: int = 0) -> dict:
-        """``{"returns": array, "scores": array}`` over ``episodes`` seeded episodes (normalised D4RL scores)."""
+        """``{"returns": array, "scores": array}`` over ``episodes`` seeded episodes (normalised D4RL scores;
+        ``scores`` is None for a run without reference returns)."""
         from .datasets import normalized_score
+        if self.env_id is None:
+            raise UserError(f"this run ({self.settings.get('algo')}) recorded no environment to evaluate in; "
+                            "train with eval_env= (or --env)")
         returns = evaluate(self.agent, self.env_id, at_least("--episodes", episodes, 1), seed=seed,
                            state_normalizer=self.state_normalizer)
-        return {"returns": returns, "scores": normalized_score(self.task, returns)}
+        return {"returns": returns, "scores": None if self.task is None else normalized_score(self.task, returns)}
 
 
 def saved_agent(run_dir: str | os.PathLike) -> Path:
@@ -556,15 +581,26 @@ def load_agent(run_dir: str | os.PathLike, device: str = "cpu") -> LoadedAgent:
     except (ValueError, KeyError, TypeError) as e:
         raise UserError(f"{run_dir / 'config.json'} is damaged ({type(e).__name__}: {e}); it cannot say which agent "
                         f"to build") from None
-    task, _ = parse_name(dataset)
-    env = make_task_env(task.env_id)  # a maze's is OGBench's single-task environment
-    obs_dim, act_dim = env.observation_space.shape[0], env.action_space.shape[0]
-    low, high = env.action_space.low, env.action_space.high
-    env.close()
+    if algo is None or algo not in ALGORITHMS:
+        raise UserError(f"{run_dir / 'config.json'}: algo {algo!r} is not one minirl builds (one of "
+                        f"{', '.join(ALGORITHMS)}); rebuild the agent yourself and load {weights.name} into it")
+    if "env_id" in settings:  # your own data (train --dataset FILE --env ID), or train() called from Python
+        env_id, task_name = settings["env_id"], settings.get("task")
+    else:
+        task = parse_name(dataset)[0]
+        env_id, task_name = task.env_id, task.name
+    if "obs_dim" in settings:  # recorded: no environment needed to rebuild the networks
+        obs_dim, act_dim, low, high = (settings[k] for k in ("obs_dim", "act_dim", "action_low", "action_high"))
+    else:
+        env = make_task_env(env_id)  # a maze's is OGBench's single-task environment
+        obs_dim, act_dim = env.observation_space.shape[0], env.action_space.shape[0]
+        low, high = env.action_space.low, env.action_space.high
+        env.close()
     config = make_config(algo, fields)
-    agent = build_agent(algo, obs_dim, act_dim, low, high, config, device)
+    agent = build_agent(algo, obs_dim, act_dim, None if low is None else np.asarray(low, np.float32),
+                        None if high is None else np.asarray(high, np.float32), config, device)
     state = read_checkpoint(weights)
     load_agent_state(agent, state["agent"], weights)
     normalizer = state.get("state_normalizer")
-    return LoadedAgent(agent, config, settings, state["step"], task.env_id, task.name,
+    return LoadedAgent(agent, config, settings, state["step"], env_id, task_name,
                        None if normalizer is None else StateNormalizer.from_state_dict(normalizer))

@@ -67,6 +67,73 @@ class Interrupted(KeyboardInterrupt):
         super().__init__(f"interrupted at step {step}: {saved}")
 
 
+# --------------------------------------------------------------------------------------------------------------
+# One run per folder
+# --------------------------------------------------------------------------------------------------------------
+
+LOCK_FILE = ".lock"  # in a run folder: an OS lock (flock) held while a run writes there
+_held: dict[Path, list] = {}  # folders this process holds: resolved path -> [open lock file, depth]
+
+
+class RunFolderBusy(UserError):
+    """Another process is writing a run into this folder."""
+
+
+@contextlib.contextmanager
+def hold_run_folder(out: str | os.PathLike):
+    """Hold ``out`` (made if missing) for one run: an exclusive ``fcntl.flock`` on ``out/.lock`` for the block's
+    life, so that a second run into the same folder stops at once with :class:`RunFolderBusy` (one line, naming the
+    process that holds it) instead of interleaving its files with the first's. The operating system releases the
+    lock when the process ends, however it ends (a crash, ``kill -9``): no stale marker to delete. Re-entrant within
+    one process (:func:`minirl.runs.run` holds the folder from its checks on, :func:`train` inside it again).
+    Leftover temporary files of interrupted writes (``.checkpoint.<pid>.tmp.pt``, ...) are removed once held."""
+    import fcntl
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    key = out.resolve()
+    if key in _held:
+        _held[key][1] += 1
+        try:
+            yield out
+        finally:
+            _held[key][1] -= 1
+        return
+    f = open(out / LOCK_FILE, "a+")
+    try:
+        fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        f.seek(0)
+        holder = f.read().strip() or "another process"
+        f.close()
+        raise RunFolderBusy(f"{out} is in use by another run ({holder}): wait for it to end, or choose another "
+                            f"--out") from None
+    except OSError as e:  # a file system without locks (some network mounts)
+        f.close()
+        raise UserError(f"{out}: cannot lock {LOCK_FILE} ({e}); choose an --out on a local disk") from None
+    f.seek(0)
+    f.truncate()
+    f.write(f"pid {os.getpid()}\n")
+    f.flush()
+    _held[key] = [f, 1]
+    try:
+        remove_temporary_files(out)
+        yield out
+    finally:
+        del _held[key]
+        f.close()  # closing the file releases the lock
+
+
+def remove_temporary_files(out: Path) -> list[Path]:
+    """Delete the temporary files :func:`minirl.data.atomic_write` leaves when a process is killed while writing
+    (``.<name>.<pid>.tmp<suffix>``, e.g. ``.checkpoint.4242.tmp.pt``); only safe while holding the folder
+    (:func:`hold_run_folder`), when no other process writes there. Returns what was deleted."""
+    import re
+    gone = [p for p in Path(out).glob(".*.tmp*") if re.fullmatch(r"\..+\.\d+\.tmp(\.\w+)?", p.name)]
+    for p in gone:
+        p.unlink(missing_ok=True)
+    return gone
+
+
 def _check_finite(logs: dict, step: int, first: int | None = None) -> None:
     """Raise if a log is NaN or inf; ``first`` set: ``logs`` are sums over steps ``first..step``."""
     for k, v in logs.items():
@@ -142,6 +209,50 @@ def train(agent, dataset: OfflineDataset, steps: int, *, batch_size: int = 256, 
     ``out``: ``tensorboard --logdir runs/`` then shows the runs side by side. A resumed run adds an event file; the
     steps an interrupted run made after its last checkpoint then appear twice.
     """
+    outs_ = [o for o in (out if isinstance(out, (list, tuple)) else [out]) if o is not None]
+    with contextlib.ExitStack() as held:  # one run per folder: each out directory held for the run's life
+        for o in outs_:
+            held.enter_context(hold_run_folder(o))
+        if meta is None and outs_:  # called from Python: write what load_agent needs (runs.run writes its own)
+            agents_ = agent if isinstance(agent, (list, tuple)) else [agent]
+            seeds_ = seed if isinstance(seed, (list, tuple)) else [seed]
+            for one, s, o in zip(agents_, seeds_, out if isinstance(out, (list, tuple)) else [out]):
+                if o is not None:
+                    _write_run_config(Path(o), one, dataset, steps=steps, seed=s, batch_size=batch_size,
+                                      eval_env=eval_env, task=task)
+        return _train(agent, dataset, steps, batch_size=batch_size, eval_env=eval_env, eval_every=eval_every,
+                      eval_episodes=eval_episodes, task=task, seed=seed, device=device, out=out, log_every=log_every,
+                      checkpoint_every=checkpoint_every, resume=resume, state_normalizer=state_normalizer,
+                      reward_transform=reward_transform, progress=progress, sync_every_step=sync_every_step,
+                      precision=precision, amp=amp, meta=meta, tensorboard=tensorboard, update=update,
+                      capture=capture)
+
+
+def _write_run_config(out: Path, agent, dataset: OfflineDataset, **settings) -> None:
+    """``out/config.json`` for a run that :func:`train` was given directly (no ``meta``): the algorithm's name and
+    config, the environment, the dimensions and action bounds, so that :func:`minirl.runs.load_agent` rebuilds the
+    agent; kept as it is when it exists (a resumed run)."""
+    from dataclasses import asdict, is_dataclass
+
+    from .runs import algo_name
+    if (out / "config.json").exists():
+        return
+    cfg = getattr(agent, "cfg", None)
+    fields = {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(cfg).items()} if is_dataclass(cfg) else None
+    bounds = [None if b is None else b.tolist() for b in (dataset.action_low, dataset.action_high)]
+    record = {"algo": algo_name(agent), "dataset": None, "env_id": settings.pop("eval_env"),
+              "task": settings.pop("task"), "obs_dim": dataset.obs_dim, "act_dim": dataset.act_dim,
+              "action_low": bounds[0], "action_high": bounds[1], **settings, "config": fields,
+              "data": {"episodes": len(dataset.episode_bounds()), "sha256": dataset.fingerprint()},
+              "written_by": "minirl.train.train"}
+    with atomic_write(out / "config.json") as tmp:
+        tmp.write_text(json.dumps(record, indent=1))
+
+
+def _train(agent, dataset, steps, *, batch_size, eval_env, eval_every, eval_episodes, task, seed, device, out,
+           log_every, checkpoint_every, resume, state_normalizer, reward_transform, progress, sync_every_step,
+           precision, amp, meta, tensorboard, update, capture):
+    """:func:`train`'s work, with its out directories held."""
     group = isinstance(agent, (list, tuple))
     agents, seeds, outs = _members(agent, seed, out) if group else ([agent], [seed], [out])
     at_least("steps", steps, 0)

@@ -130,7 +130,7 @@ def test_repeated_set_adds_up(cli, cached, tmp_path):
     assert cli(*train_args(tmp_path / "run", "--set", "lr=1e-3", "--set", "actor=gaussian", steps=5))[0] == 0
     cfg = json.loads((tmp_path / "run" / "config.json").read_text())["config"]
     assert cfg == {"hidden": [16, 16], "lr": 1e-3, "actor": "gaussian", "normalize_states": True, "reward_scale": None,
-                   "top_fraction": 1.0}
+                   "top_fraction": 1.0, "goal_pieces": "off"}
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -481,8 +481,10 @@ train(BC(3, 1, -2, 2), pendulum_like(), 40, out={str(out)!r}, checkpoint_every=1
     from minirl.train import train
 
     from test_train import pendulum_like
+    assert list(out.glob(".checkpoint.*.tmp.pt"))  # the killed write's half file
     train(BC(3, 1, -2, 2), pendulum_like(), 40, out=out, checkpoint_every=10, resume=True, progress=False)
     assert torch.load(out / "agent.pt", weights_only=False)["step"] == 40
+    assert not list(out.glob(".*.tmp*"))  # removed on resume (issue 73.7: it stayed forever)
 
 
 def test_a_kill_while_caching_a_dataset_leaves_no_cache(tmp_path):
