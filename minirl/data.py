@@ -276,7 +276,8 @@ class OfflineDataset:
 
     ``OfflineDataset(**d4rl_dict)`` takes the six D4RL arrays, an optional ``infos`` dict of arrays with one entry
     per transition, and optional action bounds (scalars or ``(act_dim,)`` arrays; when given, every action must lie
-    within them). The arrays are copied, converted (observations, actions, rewards to float32; terminals, timeouts
+    within them; without them every action must lie in [-1, 1], where an agent's actor acts by default, so data
+    with larger actions must say its bounds: they are never guessed). The arrays are copied, converted (observations, actions, rewards to float32; terminals, timeouts
     to bool) and made read-only. Invalid input raises a ``ValueError`` naming the field, the number of bad entries
     and the first bad index.
     """
@@ -327,9 +328,18 @@ class OfflineDataset:
                 raise ValueError(f"infos[{key!r}] has {len(a)} entries, expected N = {n} (the length of observations)")
             self.infos[str(key)] = _readonly(a)
 
-        # 5. action bounds, and every action within them
+        # 5. action bounds, and every action within them. Without bounds an agent's actor acts in [-1, 1], so
+        #    actions beyond it need their bounds said (never guessed, never silently clipped)
         self.action_low, self.action_high = _as_bounds(action_low, action_high, self.act_dim)
-        if self.action_low is not None:
+        if self.action_low is None:
+            out = np.abs(self.actions) > 1 + _ACTION_TOLERANCE
+            if out.any():
+                first = self.actions.reshape(-1)[int(np.argmax(out.reshape(-1)))]
+                raise ValueError(f"actions has {_plural(int(out.sum()), 'value')} outside [-1, 1] (first at "
+                                 f"{_where(out)}: {first:g}) and no action bounds were given, so an agent would act "
+                                 f"in [-1, 1] only: pass action_low= and action_high= (scalars or (act_dim,) arrays, "
+                                 f"e.g. env.action_space.low and env.action_space.high)")
+        else:
             out = ((self.actions < self.action_low - _ACTION_TOLERANCE)
                    | (self.actions > self.action_high + _ACTION_TOLERANCE))
             if out.any():

@@ -193,7 +193,7 @@ def test_cartpole_dataset_format_and_determinism():
 def test_action_indices_rejects_non_index_actions():
     ds = make_cartpole_dataset(50, "random")
     bad = OfflineDataset(ds.observations, ds.actions + 0.5, ds.rewards, ds.next_observations, ds.terminals,
-                         ds.timeouts)
+                         ds.timeouts, action_low=0.0, action_high=2.0)
     with pytest.raises(ValueError, match=r"whole numbers in \[0, 2\)"):
         action_indices(bad, 2)
 

@@ -181,6 +181,18 @@ def test_actions_outside_bounds():
         OfflineDataset(**with_changes(actions=act), action_low=[-1, 0], action_high=1)
 
 
+def test_actions_beyond_one_without_bounds_are_an_error_that_says_how_to_pass_them():
+    """Issue 73.3: Pendulum's actions (|a| up to 2) without bounds were silently limited to [-1, 1] by the actor."""
+    act = make_dict()["actions"] * 2.0
+    with pytest.raises(ValueError, match=r"actions has \d+ values outside \[-1, 1\] \(first at index \d+, column \d: "
+                                         r"-?1\.\d+\) and no action bounds were given.*pass action_low= and "
+                                         r"action_high= .*env.action_space.low"):
+        OfflineDataset(**with_changes(actions=act))
+    ds = OfflineDataset(**with_changes(actions=act), action_low=-2.0, action_high=2.0)  # said: accepted
+    assert ds.actions.max() > 1
+    OfflineDataset(**make_dict())  # within [-1, 1], no bounds needed
+
+
 def test_bounds_with_wrong_shape():
     with pytest.raises(ValueError, match=r"action_high must be a scalar or have shape \(act_dim,\) = \(2,\), "
                                          r"got shape \(3,\)"):

@@ -76,7 +76,7 @@ def test_clear_errors():
         from_minari("mujoco/hopper/medium-v0")
     ds = make_dataset("pendulum-random", 400, progress=False)
     bad = OfflineDataset(**{k: getattr(ds, k) for k in FIELDS if k != "next_observations"},
-                         next_observations=ds.next_observations + 1.0)
+                         next_observations=ds.next_observations + 1.0, action_low=-2.0, action_high=2.0)
     with pytest.raises(ValueError, match=r"next_observations\[0\] differs from observations\[1\] inside episode 0"):
         to_minari(bad, "minirl/pendulum/bad-v0", "Pendulum-v1")
 
