@@ -3,11 +3,12 @@
 One figure, ``claims_intervals.png``, from the results of record (``results/record``, 50,000 gradient steps, five
 seeds per method on ``hopper-medium-replay``), computed with minirl's own statistics (``minirl.plots``):
 
-* left: each method's final normalised scores (one dot per seed), their mean and its 95% percentile bootstrap
-  interval (``bootstrap_ci``), for BC, CQL, IQL and 10%BC;
+* left: each method's statistic of record (one dot per seed: the mean of the run's last 5 evaluations,
+  ``plots.record_scores``), their mean and its 95% percentile bootstrap interval (``bootstrap_ci``), for BC,
+  CQL-Lagrange, IQL and 10%BC;
 * right: three differences of means with their bootstrap intervals (``difference_ci``) and the book's verdict
-  (``verdict``): IQL - BC lies above 0 ("above"), IQL - 10%BC contains 0 ("overlap"), and CQL - 10%BC lies below 0
-  ("below") although CQL's and 10%BC's own intervals on the left overlap.
+  (``verdict``): IQL - BC lies above 0 ("above"), CQL-Lagrange - 10%BC contains 0 ("overlap"), and IQL - 10%BC lies
+  below 0 ("below").
 
 Deterministic: the bootstrap uses minirl's fixed seed (0) and 10,000 resamples.
 """
@@ -24,9 +25,10 @@ import numpy as np  # noqa: E402
 from minirl import plots  # noqa: E402
 
 DATASET = "hopper-medium-replay"
-METHODS = [("bc", "BC", "tab:gray"), ("cql", "CQL", "tab:green"), ("iql", "IQL", "tab:blue"),
+METHODS = [("bc", "BC", "tab:gray"), ("cql-lagrange", "CQL-Lagrange", "tab:green"), ("iql", "IQL", "tab:blue"),
            ("10%bc", "10%BC", "tab:orange")]
-PAIRS = [("iql", "bc", "IQL − BC"), ("iql", "10%bc", "IQL − 10%BC"), ("cql", "10%bc", "CQL − 10%BC")]
+PAIRS = [("iql", "bc", "IQL − BC"), ("cql-lagrange", "10%bc", "CQL-Lagrange\n− 10%BC"),
+         ("iql", "10%bc", "IQL − 10%BC")]
 VERDICT_COLOR = {"above": "tab:blue", "overlap": "0.35", "below": "tab:red"}
 
 
@@ -39,7 +41,7 @@ def _draw(out_dir: Path) -> list[Path]:
     runs = plots.load_results("results/record")
     scores = {}
     for label, _, _ in METHODS:
-        x = plots.final_scores(runs, label, DATASET)
+        x = plots.record_scores(runs, label, DATASET)
         if x.size != 5:
             raise RuntimeError(f"expected 5 seeds of {label} on {DATASET} in results/record, found {x.size}")
         scores[label] = x
@@ -53,14 +55,14 @@ def _draw(out_dir: Path) -> list[Path]:
         lo, hi = plots.bootstrap_ci(x)
         jitter = np.linspace(-0.15, 0.15, x.size)
         ax.scatter(i - 0.12 + jitter, x, s=28, color=color, alpha=0.6, zorder=2,
-                   label="one seed's final score" if i == 0 else None)
+                   label="one seed (mean of its last 5 evaluations)" if i == 0 else None)
         ax.errorbar(i + 0.2, x.mean(), yerr=[[x.mean() - lo], [hi - x.mean()]], fmt="o", color="k",
                     capsize=5, markersize=6, zorder=3, label="mean and its 95% interval" if i == 0 else None)
         ticks.append(f"{name}\n{x.mean():.1f}\n[{lo:.1f}, {hi:.1f}]")
     ax.set_xticks(range(len(METHODS)), ticks, fontsize=11)
     ax.set_xlim(-0.55, len(METHODS) - 0.45)
     ax.set_ylim(0, 50)
-    ax.set_ylabel("final normalised score\n(0 random, 100 expert)")
+    ax.set_ylabel("normalised score, last 5 evaluations\n(0 random, 100 expert)")
     ax.set_title(f"{DATASET}, five seeds each", fontsize=13)
     ax.legend(loc="upper left", fontsize=11.5, frameon=False)
     ax.grid(axis="y", alpha=0.3)

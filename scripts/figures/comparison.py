@@ -6,8 +6,8 @@
   why 10%BC is strong on mixed data. Every episode is drawn: the bins span each dataset's lowest to highest score,
   and the script checks that the histogram counts every episode.
 * ``comparison_main.png``: the main table of the results of record as a dot plot, every algorithm on every Hopper
-  tier, mean final score over seeds (dot), 95% percentile bootstrap interval (bar) and the seeds (small marks), from
-  ``results/record`` with :mod:`minirl.plots`.
+  tier, the mean over seeds of each run's statistic of record (the mean of its last 5 evaluations, dot), 95%
+  percentile bootstrap interval (bar) and the seeds (small marks), from ``results/record`` with :mod:`minirl.plots`.
 
 The datasets are read with :func:`minirl.datasets.load_dataset`, which loads them from the cache
 (``$MINIRL_DATA``, default ``~/.cache/minirl``). In a fresh clone the cache is empty and the first run makes them
@@ -101,10 +101,11 @@ def main_figure(path: Path, record: list[dict]) -> Path:
         ax.set_title(f"{name}\n({most} seeds{'; ' + fewer if fewer else ''})", fontsize=11)
         ax.set_xlim(-10, 130)
         ax.set_yticks(rows, [NAMES[a] for a in ALGOS], fontsize=11)
-        ax.set_xlabel("final normalised score", fontsize=11)
+        ax.set_xlabel("normalised score, mean of the last 5 evaluations", fontsize=11)
         ax.tick_params(axis="x", labelsize=10)
         ax.grid(axis="x", color="0.9")
-    fig.suptitle("Final scores at 50,000 gradient steps: mean (dot), 95% bootstrap interval (bar),\n"
+    fig.suptitle("Scores of record at 50,000 gradient steps (each run's last 5 evaluations): mean (dot), 95% "
+                 "bootstrap\ninterval (bar), "
                  "seeds (ticks); shaded: 10%BC's interval; dotted: the expert (100)", fontsize=11)
     plots.save_figure(fig, path)
     return path

@@ -138,7 +138,7 @@ def data_figure(path: Path) -> Path:
         for i, (budget, folder) in enumerate(budgets):
             runs = plots.load_results(folder)
             for j, label in enumerate(labels):
-                scores = plots.final_scores(runs, label, dataset)
+                scores = plots.record_scores(runs, label, dataset)  # the statistic of record
                 lo, hi = plots.bootstrap_ci(scores)
                 x = i + (j - 1) * 0.22
                 ax.plot([x, x], [lo, hi], color=COLORS[label], lw=4, solid_capstyle="butt")
