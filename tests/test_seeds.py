@@ -11,6 +11,7 @@ from minirl.bcq import BCQ, BCQConfig
 from minirl.config import UserError
 from minirl.cql import CQL, CQLConfig, DiscreteCQL
 from minirl.iql import IQL, IQLConfig
+from minirl.td3bc import TD3BC, TD3BCConfig
 from minirl.train import train
 from test_train import pendulum_like, strip_timing
 
@@ -21,6 +22,7 @@ AGENTS = {
                                                                            layer_norm=True, actor="deterministic")),
     "iql-ddpg-bc": lambda: IQL(OBS, ACT, -1, 1, IQLConfig(max_steps=10, hidden=(32, 32), actor="deterministic",
                                                           extraction="ddpg_bc", alpha=0.1)),
+    "td3+bc": lambda: TD3BC(OBS, ACT, -1, 1, TD3BCConfig(hidden=(32, 32))),
     "bc": lambda: BC(OBS, ACT, -1, 1, BCConfig(hidden=(32, 32))),
     "bc-gaussian": lambda: BC(OBS, ACT, -1, 1, BCConfig(hidden=(32, 32), actor="gaussian")),
     "cql": lambda: CQL(OBS, ACT, -1, 1, CQLConfig(actor_hidden=(32, 32), critic_hidden=(32, 32), n_actions=4,
