@@ -98,6 +98,7 @@ ALGORITHMS = {
     # offline SAC with no conservatism at all: the naive actor-critic of the BCQ chapter (extrapolation error)
     "sac-offline": ("minirl.cql", "CQL", "CQLConfig", {"cql_alpha": 0.0, "lagrange": False}),
     "iql": ("minirl.iql", "IQL", "IQLConfig"),
+    "td3+bc": ("minirl.td3bc", "TD3BC", "TD3BCConfig"),
     # filtered BC: behaviour cloning on the best 10% of episodes by return (Chen et al. 2021), the baseline that
     # tells whether an offline RL algorithm does more than pick the good episodes
     "10%bc": ("minirl.bc", "BC", "BCConfig", {"top_fraction": 0.1}),
