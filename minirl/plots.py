@@ -605,6 +605,48 @@ def baseline_table(runs: list[dict], labels, baselines, datasets, confidence: fl
     return "\n".join(lines)
 
 
+def protocol_verdict(a, b, a_final, b_final, confidence: float = 0.95, n_boot: int = 10_000, seed: int = 0) -> dict:
+    """One comparison judged by the protocol (``book/claims.md``): ``a`` minus ``b`` on the statistic of record (each
+    run's mean over its last 5 evaluations) with :func:`difference_ci` and :func:`verdict`, and the same on the final
+    evaluations (``a_final``, ``b_final``). Returns ``{"record": (d, lo, hi), "final": (d, lo, hi), "verdict",
+    "final_verdict", "seeds": (len(a), len(b)), "provisional", "flips", "reading"}``: ``provisional`` when either side
+    has fewer than 5 seeds, ``flips`` when the two summaries' verdicts differ; ``reading`` says the verdict of record
+    and those two, e.g. ``"below (provisional; final: overlap, flips)"``."""
+    rec = difference_ci(a, b, confidence, n_boot, seed)
+    fin = difference_ci(a_final, b_final, confidence, n_boot, seed)
+    v, vf = verdict(*rec[1:]), verdict(*fin[1:])
+    provisional = min(len(a), len(b)) < 5
+    flips = v != vf
+    notes = (["provisional"] if provisional else []) + ([f"final: {vf}, flips"] if flips else [])
+    return {"record": rec, "final": fin, "verdict": v, "final_verdict": vf, "seeds": (len(a), len(b)),
+            "provisional": provisional, "flips": flips,
+            "reading": v + (f" ({'; '.join(notes)})" if notes else "")}
+
+
+def verdict_table(comparisons, k: int = RECORD_K, confidence: float = 0.95, n_boot: int = 10_000,
+                  seed: int = 0) -> str:
+    """Markdown: every comparison that decides a claim, judged by the protocol (:func:`protocol_verdict`).
+
+    ``comparisons``: ``(claim, dataset, name, runs_a, label_a, runs_b, label_b)``, e.g. ``("b", "hopper-medium-replay",
+    "IQL minus 10%BC", record, "iql", record, "10%bc")``; the two sides may come from different folders (a sweep
+    against the runs of record, 1M steps against 50,000). Columns: the seeds a side, the difference of the statistic
+    of record (mean of the last ``k`` evaluations) with its interval, the same on final evaluations (for the
+    laboratory pages), and the reading. A comparison without runs on a side says so."""
+    lines = [f"| claim | dataset | comparison | seeds | last {k} evaluations: difference [95% CI] | "
+             "final evaluation (lab) | verdict |", "| --- | --- | --- | ---: | ---: | ---: | --- |"]
+    for claim, dataset, name, runs_a, label_a, runs_b, label_b in comparisons:
+        a, b = record_scores(runs_a, label_a, dataset, k), record_scores(runs_b, label_b, dataset, k)
+        if not a.size or not b.size:
+            lines.append(f"| ({claim}) | {dataset} | {name} | - | not run | | |")
+            continue
+        v = protocol_verdict(a, b, final_scores(runs_a, label_a, dataset), final_scores(runs_b, label_b, dataset),
+                             confidence, n_boot, seed)
+        (d, lo, hi), (df, lof, hif) = v["record"], v["final"]
+        lines.append(f"| ({claim}) | {dataset} | {name} | {v['seeds'][0]} / {v['seeds'][1]} | "
+                     f"{d:+.1f} [{lo:+.1f}, {hi:+.1f}] | {df:+.1f} [{lof:+.1f}, {hif:+.1f}] | {v['reading']} |")
+    return "\n".join(lines)
+
+
 # Kostrikov, Nair and Levine 2022 (IQL), Table 1: D4RL -v2, normalised score after 1M gradient steps, mean over seeds
 # as published, for the Hopper tiers this book makes. The 10%BC column was read from copies of the table in later
 # papers (Garg et al. 2023, XQL, Table 1; the table's nine locomotion 10%BC values sum to its 666.2).

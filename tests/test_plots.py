@@ -559,3 +559,21 @@ def test_final_evaluations_make_other_tables(monkeypatch):
     monkeypatch.setattr(plots, "record_scores", lambda runs, label, dataset, k=None: plots.final_scores(runs, label,
                                                                                                         dataset))
     assert plots.baseline_table(runs, ["iql"], ["10%bc"], ["a"]) != of_record
+
+
+def test_verdict_table_judges_by_the_last_five_says_provisional_and_flips():
+    # iql: last five m - 10, final m - 50; 10%bc: flat, final = last five. By the record iql is above, by the final
+    # evaluation below: the verdict is "above" and the flip is said.
+    runs = _dipping({("iql", "a"): [110.0, 111.0, 112.0, 113.0, 114.0]})
+    runs += _runs({("10%bc", "a"): [90.0, 91.0, 92.0, 93.0, 94.0], ("bc", "a"): [10.0, 11.0, 12.0]})
+    lines = plots.verdict_table([("b", "a", "IQL minus 10%BC", runs, "iql", runs, "10%bc"),
+                                 ("b", "a", "IQL minus BC", runs, "iql", runs, "bc"),
+                                 ("b", "a", "CQL minus BC", runs, "cql", runs, "bc")]).splitlines()
+    assert lines[0].startswith("| claim | dataset | comparison | seeds | last 5 evaluations: difference [95% CI] |")
+    d, lo, hi = plots.difference_ci([100.0, 101.0, 102.0, 103.0, 104.0], [90.0, 91.0, 92.0, 93.0, 94.0])
+    assert lines[2] == (f"| (b) | a | IQL minus 10%BC | 5 / 5 | {d:+.1f} [{lo:+.1f}, {hi:+.1f}] | -30.0 [-31.8, -28.2] "
+                        "| above (final: below, flips) |")
+    assert lines[3].endswith("| above (provisional) |")          # three seeds of BC: provisional
+    assert lines[4] == "| (b) | a | CQL minus BC | - | not run | | |"
+    v = plots.protocol_verdict([1.0, 2.0], [0.0, 0.5], [1.0, 2.0], [0.0, 0.5])
+    assert v["provisional"] and not v["flips"] and v["reading"] == "above (provisional)"
