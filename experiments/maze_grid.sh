@@ -18,6 +18,9 @@
 # - the imitation controls: path-BC (the pieces from the task's start cell to its goal: navigate only, none exist on
 #   stitch), goal-BC (every piece that ends at the goal), BC and 10%BC, five seeds as one batch each;
 # - seeds 0-2 of every method first (a provisional verdict), then seeds 3-4 (the verdict).
+# - TD3+BC (minirl/td3bc.py, added 2026-12-01 23:20 after the grid had started; not one of claim (g)'s methods, reported
+#   beside them) with its paper's MuJoCo defaults (alpha 2.5, states normalised, rewards as they are), seeds 0-2
+#   after IQL's and seeds 3-4 last.
 # Measured here before the grid (2026-12-01, AMD EPYC with AVX-512 BF16, float32, one thread, 200-1,000 steps with
 # setup): CQL 14.5, BCQ 16.5, IQL 61 updates/s, no faster with seeds batched; so a CQL seed is about 1.7 h, a BCQ seed
 # 1.5 h, an IQL seed 0.5 h, with their evaluations. Seeds 0-2: about 45 CPU hours; seeds 3-4: about 30 more.
@@ -43,7 +46,10 @@ deep_seeds() {
     echo "$RUN --algos bcq --datasets $d --seeds $s"
   done; done
 }
+td3bc_seeds() { local s; for s in "$@"; do echo "$RUN --algos td3+bc --datasets ${DATASETS[*]} --seeds $s"; done; }
 mapfile -t IQL_FIRST < <(iql_seeds 0 1 2)
+mapfile -t TD3BC_FIRST < <(td3bc_seeds 0 1 2)
+mapfile -t TD3BC_REST < <(td3bc_seeds 3 4)
 mapfile -t DEEP_FIRST < <(deep_seeds 0 1 2)
 mapfile -t IQL_REST < <(iql_seeds 3 4)
 mapfile -t DEEP_REST < <(deep_seeds 3 4)
@@ -51,8 +57,10 @@ mapfile -t DEEP_FIRST_REVERSED < <(printf '%s\n' "${DEEP_FIRST[@]}" | tac)
 
 # lane 0 starts with the controls and IQL, then takes CQL and BCQ from the end of lane 1's list; lane 1 starts with
 # CQL and BCQ; both then go on to seeds 3-4. A run one lane holds the other skips (run_suite's lock).
-lane0=("${IMITATION[@]}" "${IQL_FIRST[@]}" "${DEEP_FIRST_REVERSED[@]}" "${IQL_REST[@]}" "${DEEP_REST[@]}")
-lane1=("${DEEP_FIRST[@]}" "${IMITATION[@]}" "${IQL_FIRST[@]}" "${DEEP_REST[@]}" "${IQL_REST[@]}")
+lane0=("${IMITATION[@]}" "${IQL_FIRST[@]}" "${TD3BC_FIRST[@]}" "${DEEP_FIRST_REVERSED[@]}" "${IQL_REST[@]}"
+       "${DEEP_REST[@]}" "${TD3BC_REST[@]}")
+lane1=("${DEEP_FIRST[@]}" "${IMITATION[@]}" "${IQL_FIRST[@]}" "${TD3BC_FIRST[@]}" "${DEEP_REST[@]}" "${IQL_REST[@]}"
+       "${TD3BC_REST[@]}")
 
 case "${1:-}" in
   0) lane=("${lane0[@]}") ;;
