@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .checks import Checks
+from .checks import Checks, Ref
 
 
 THRESHOLDS = (0.0, 0.1, 0.5, 1.0)      # discrete BCQ's threshold tau, chapter 2's experiment
@@ -121,8 +121,14 @@ def _train(agent, update, batch, steps: int, keys: tuple[str, ...]) -> list[dict
 def _check_agent(task: str, fn, make_agent, batch, keys: tuple[str, ...], probes: dict, reference) -> None:
     """Train a seeded agent with ``fn`` and minirl's agent with ``agent.update`` for :data:`AGENT_STEPS` updates on
     the same batch; compare the losses after the first and the last update, then every ``probes[name](agent)``."""
-    want_agent = make_agent()
-    want = _train(want_agent, None, batch, AGENT_STEPS, keys)
+    reference_run: dict = {}
+
+    def want():  # minirl's own agent, trained where verdicts are computed (never in the grading child)
+        if not reference_run:
+            agent = make_agent()
+            reference_run["logs"] = _train(agent, None, batch, AGENT_STEPS, keys)
+            reference_run["agent"] = agent
+        return reference_run
     c = Checks(task, reference=reference)
     state: dict = {}
 
@@ -141,10 +147,10 @@ def _check_agent(task: str, fn, make_agent, batch, keys: tuple[str, ...], probes
     for step in (0, AGENT_STEPS - 1):
         for k in keys:
             c.compare(f"{k} returned by update {step + 1}", lambda k=k, step=step: run()["logs"][step][k],
-                      want[step][k], atol=1e-5, rtol=1e-4)
+                      Ref(lambda k=k, step=step: want()["logs"][step][k]), atol=1e-5, rtol=1e-4)
     for name, probe in probes.items():
-        c.compare(f"{name} after {AGENT_STEPS} updates", lambda probe=probe: probe(run()["agent"]), probe(want_agent),
-                  atol=1e-4, rtol=1e-3)
+        c.compare(f"{name} after {AGENT_STEPS} updates", lambda probe=probe: probe(run()["agent"]),
+                  Ref(lambda probe=probe: probe(want()["agent"])), atol=1e-4, rtol=1e-3)
     c.report()
 
 
@@ -276,7 +282,7 @@ def _check_sweep(task: str, fn, arg, want: tuple, labels: tuple[str, ...], descr
     for j, label in enumerate(labels):
         for i, description in enumerate(descriptions):
             c.compare(f"{label} at {description}", lambda i=i, j=j: _index(run()[j], i, len(descriptions)),
-                      want[j][i], atol=atol, rtol=1e-3)
+                      Ref(lambda i=i, j=j: (want() if callable(want) else want)[j][i]), atol=atol, rtol=1e-3)
     c.report()
     return tuple(state["got"]) if "got" in state and len(labels) > 1 else (state["got"][0] if "got" in state
                                                                           else None)
@@ -291,8 +297,8 @@ def _index(values: np.ndarray, i: int, n: int) -> float:
 def check_threshold_sweep(fn):
     """Task: ``fn(thresholds)`` returns the true return of discrete BCQ's greedy allowed policy, one per threshold
     (:func:`threshold_sweep_reference`). Returns the student's returns (``None`` if the function fails), to plot."""
-    want = _cached("threshold", threshold_sweep_reference)
-    return _check_sweep("threshold_sweep", fn, THRESHOLDS, (want,), ("the return",),
+    want = lambda: _cached("threshold", threshold_sweep_reference)  # noqa: E731 - computed where verdicts are
+    return _check_sweep("threshold_sweep", fn, THRESHOLDS, lambda: (want(),), ("the return",),
                         [f"threshold {t:g}" for t in THRESHOLDS], atol=1e-3,
                         reference=threshold_sweep_reference)
 
@@ -300,7 +306,7 @@ def check_threshold_sweep(fn):
 def check_alpha_sweep(fn):
     """Task: ``fn(alphas)`` returns ``(returns, gaps)`` of discrete CQL, one per alpha (:func:`alpha_sweep_reference`).
     Returns the student's pair (``None`` if the function fails), to plot."""
-    want = _cached("alpha", alpha_sweep_reference)
+    want = lambda: _cached("alpha", alpha_sweep_reference)  # noqa: E731 - computed where verdicts are
     return _check_sweep("alpha_sweep", fn, ALPHAS, want, ("the return", "the Q gap unseen - seen"),
                         [f"alpha {a:g}" for a in ALPHAS], atol=1e-3,
                         reference=alpha_sweep_reference)
@@ -309,7 +315,7 @@ def check_alpha_sweep(fn):
 def check_expectile_sweep(fn):
     """Task: ``fn(expectiles)`` returns IQL's mean V(s) over the data, one per expectile
     (:func:`expectile_sweep_reference`). Returns the student's values (``None`` if the function fails), to plot."""
-    want = _cached("expectile", expectile_sweep_reference)
-    return _check_sweep("expectile_sweep", fn, EXPECTILES, (want,), ("the mean V(s)",),
+    want = lambda: _cached("expectile", expectile_sweep_reference)  # noqa: E731 - computed where verdicts are
+    return _check_sweep("expectile_sweep", fn, EXPECTILES, lambda: (want(),), ("the mean V(s)",),
                         [f"expectile {t:g}" for t in EXPECTILES], atol=1e-3,
                         reference=expectile_sweep_reference)

@@ -55,7 +55,98 @@ def mismatch(got, want, atol: float = 1e-6, rtol: float = 1e-6) -> str | None:
             f"\n    got      {_fmt(g)}\n    expected {_fmt(w)}")
 
 
-_VERDICTS: list[dict] = []  # every report() appends its verdict here: the grader reads it (sandbox.py)
+_VERDICTS: list[dict] = []  # every report() appends its verdict here (the student's own run, and the grader's judge)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Where a check runs: all in one process (a student's notebook), or split between the grading child and the grader
+# ---------------------------------------------------------------------------------------------------------------
+# ``local``: a student's own run of a notebook: the answer is called and compared here, the verdict printed.
+# ``probe``: the grading child (minirl.classroom.sandbox): the answer is called and what it returned is recorded as
+#            plain data (:func:`encode`: numbers, arrays, text; never an object) in ``_PROBES``; no reference is
+#            computed and no verdict given there.
+# ``judge``: the grader's own process (minirl.classroom.grader): the same checker runs again, but instead of calling
+#            the answer each check takes the next value the child recorded (:func:`decode`) and compares it with the
+#            reference computed here. Nothing the child prints, patches or exits with reaches this comparison.
+_MODE = "local"
+_PROBES: list[dict] = []          # probe: one entry per checker run, {"task", "results", "uses_reference"}
+_REPLAY: dict[str, list] = {}     # judge: task -> the child's recorded results, in order
+MAX_ELEMENTS = 1_000_000          # numbers one recorded value may hold
+
+
+class Ref:
+    """A reference value computed only where verdicts are computed (``local`` or ``judge``), never in the child:
+    ``c.compare(description, call, Ref(lambda: reference(x)))``."""
+
+    def __init__(self, thunk):
+        self.thunk = thunk
+
+
+def encode(x, depth: int = 0):
+    """What an answer returned, as JSON-able plain data: ``{"a": flat numbers, "s": shape, "k": kind}`` for an array
+    or tensor, ``{"v": x}`` for a number, bool, text or None, ``{"l": [...]}`` for a list or tuple, ``{"d": {...}}`` for
+    a dict with text keys, ``{"t": type name}`` for anything else."""
+    if depth > 6:
+        return {"t": "nested too deep"}
+    if x is None or isinstance(x, (bool, int, float, str)):
+        if isinstance(x, str):
+            x = x[:10_000]
+        return {"v": x}
+    if hasattr(x, "detach") and hasattr(x, "numpy"):  # a torch tensor
+        x = x.detach().cpu().numpy()
+    if isinstance(x, (np.ndarray, np.generic)):
+        a = np.asarray(x)
+        if a.size > MAX_ELEMENTS:
+            return {"t": f"array of {a.size} values (more than {MAX_ELEMENTS})"}
+        kind = {"b": "b", "i": "i", "u": "i", "f": "f"}.get(a.dtype.kind)
+        if kind is None:
+            return {"t": f"array of {a.dtype}"}
+        return {"a": a.astype(float if kind == "f" else int if kind == "i" else bool).reshape(-1).tolist(),
+                "s": list(a.shape), "k": kind}
+    if isinstance(x, (list, tuple)):
+        return {"l": [encode(v, depth + 1) for v in x[:10_000]]}
+    if isinstance(x, dict) and all(isinstance(k, str) for k in x):
+        return {"d": {k: encode(v, depth + 1) for k, v in list(x.items())[:1000]}}
+    return {"t": type(x).__name__}
+
+
+class Unreadable:
+    """A value the child returned that is not numbers or text (decoded from ``{"t": ...}``)."""
+
+    def __init__(self, what: str):
+        self.what = what
+
+    def __repr__(self):
+        return f"<{self.what}>"
+
+
+def decode(data, depth: int = 0):
+    """The inverse of :func:`encode`, in the grader: builds only numbers, NumPy arrays of numbers, text, lists and
+    dicts (a malformed record raises ``ValueError``)."""
+    if depth > 7 or not isinstance(data, dict) or len(data) not in (1, 3):
+        raise ValueError("malformed value")
+    if "v" in data:
+        v = data["v"]
+        if v is not None and not isinstance(v, (bool, int, float, str)):
+            raise ValueError("malformed value")
+        return v
+    if "a" in data:
+        values, shape, kind = data["a"], data.get("s"), data.get("k")
+        if (not isinstance(values, list) or not isinstance(shape, list) or kind not in ("f", "i", "b")
+                or not all(isinstance(n, int) and n >= 0 for n in shape) or len(values) > MAX_ELEMENTS
+                or int(np.prod(shape)) != len(values)
+                or not all(isinstance(v, (int, float)) and not isinstance(v, bool) or isinstance(v, bool)
+                           for v in values)):
+            raise ValueError("malformed array")
+        dtype = {"f": float, "i": np.int64, "b": bool}[kind]
+        return np.array(values, dtype=dtype).reshape(shape)
+    if "l" in data and isinstance(data["l"], list):
+        return [decode(v, depth + 1) for v in data["l"]]
+    if "d" in data and isinstance(data["d"], dict):
+        return {str(k): decode(v, depth + 1) for k, v in data["d"].items()}
+    if "t" in data:
+        return Unreadable(str(data["t"])[:100])
+    raise ValueError("malformed value")
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -178,13 +269,12 @@ class Checks:
     def __init__(self, task: str, *, reference):
         self.task, self.n, self.passed, self.not_implemented = task, 0, 0, None
         references = () if reference is None else reference if isinstance(reference, (tuple, list)) else (reference,)
-        self.watch = ReferenceWatch(references) if references else None
+        self.watch = ReferenceWatch(references) if references and _MODE != "judge" else None
+        self.recorded: list[dict] = []                       # probe: what the answer returned, check by check
+        self.replay = list(_REPLAY.get(task, [])) if _MODE == "judge" else None
 
-    def compare(self, description: str, call, want, atol: float = 1e-6, rtol: float = 1e-6) -> None:
-        """Call ``call()`` (the student's function on one input) and compare with ``want``."""
-        self.n += 1
-        if self.not_implemented is not None:
-            return
+    def _call(self, call):
+        """``("value", got)``, ``("ni", message)`` or ``("raised", message)``: the answer called (not in the judge)."""
         try:
             if self.watch is None:
                 got = call()
@@ -192,12 +282,59 @@ class Checks:
                 with self.watch:
                     got = call()
         except NotImplementedError as e:
-            self.not_implemented = str(e) or "NotImplementedError"
-            return
+            return "ni", str(e) or "NotImplementedError"
         except Exception as e:  # noqa: BLE001 - any error is reported to the student with its input
-            print(f"check FAILED: {description}\n    raised {type(e).__name__}: {e}")
+            return "raised", f"{type(e).__name__}: {e}"
+        return "value", got
+
+    def _replayed(self):
+        """The next result the child recorded, decoded: as :meth:`_call`, or ``("missing", why)``."""
+        if not self.replay:
+            return "missing", "no value came back from the notebook's process for this check"
+        rec = self.replay.pop(0)
+        if not isinstance(rec, dict) or len(rec) != 1:
+            return "missing", "the record of this check is malformed"
+        (kind, value), = rec.items()
+        if kind in ("ni", "raised"):
+            return kind, str(value)[:500]
+        if kind != "value":
+            return "missing", "the record of this check is malformed"
+        try:
+            return "value", decode(value)
+        except (ValueError, TypeError, OverflowError) as e:
+            return "missing", f"the value recorded for this check cannot be read ({e})"
+
+    def compare(self, description: str, call, want, atol: float = 1e-6, rtol: float = 1e-6) -> None:
+        """Call ``call()`` (the student's function on one input) and compare with ``want`` (a value, a
+        :class:`Ref`, or a function of the answer's value that returns ``None`` or what is wrong)."""
+        self.n += 1
+        if self.not_implemented is not None:
             return
-        problem = mismatch(got, want, atol, rtol) if not callable(want) else want(got)
+        kind, got = self._replayed() if _MODE == "judge" else self._call(call)
+        if _MODE == "probe":
+            if kind == "value":
+                try:
+                    rec = {"value": encode(got)}
+                except Exception as e:  # noqa: BLE001 - a value whose conversion fails is the answer's problem
+                    rec = {"raised": f"the value returned cannot be recorded ({type(e).__name__}: {e})"}
+            else:
+                rec = {kind: got[:500]}
+            self.recorded.append(rec)
+            if kind == "ni":
+                self.not_implemented = got
+            return
+        if kind == "ni":
+            self.not_implemented = got
+            return
+        if kind in ("raised", "missing"):
+            print(f"check FAILED: {description}\n    {'raised ' if kind == 'raised' else ''}{got}")
+            return
+        if isinstance(want, Ref):
+            want = want.thunk()
+        try:
+            problem = mismatch(got, want, atol, rtol) if not callable(want) else want(got)
+        except Exception as e:  # noqa: BLE001 - an answer's value the comparison cannot use
+            problem = f"the value returned cannot be compared ({type(e).__name__}: {e})"
         if problem is None:
             self.passed += 1
         else:
@@ -205,6 +342,10 @@ class Checks:
 
     def report(self) -> None:
         used = list(self.watch.used) if self.watch is not None else []
+        if _MODE == "probe":
+            _PROBES.append({"task": self.task, "results": self.recorded, "uses_reference": used})
+            print(f"{self.task}: {len(self.recorded)} answers recorded for the grader")
+            return
         _VERDICTS.append({"task": self.task, "passed": self.passed, "n": self.n,
                           "not_implemented": self.not_implemented, "uses_reference": used})
         if self.not_implemented is not None:
@@ -343,7 +484,8 @@ def _check_cases(task: str, fn, reference, cases, atol: float = 1e-5) -> Checks:
     """Compare ``fn(*args)`` with ``reference(*args)`` for every ``(description, args)`` in ``cases``."""
     c = Checks(task, reference=reference)
     for description, args in cases:
-        c.compare(description, lambda args=args: fn(*_clone(args)), reference(*_clone(args)), atol=atol, rtol=1e-5)
+        c.compare(description, lambda args=args: fn(*_clone(args)), Ref(lambda args=args: reference(*_clone(args))),
+                  atol=atol, rtol=1e-5)
     return c
 
 
@@ -356,17 +498,21 @@ def _check_detached(c: Checks, fn, args: tuple, index: int, name: str, descripti
     """One check: ``fn(*args)`` must carry no gradient to ``args[index]`` (it must be detached there)."""
     import torch
 
-    def gradient_problem():
+    def gradient_size():  # in the child: a number (the size of the gradient), never a verdict
         a = _clone(args)
         out = fn(*a)
         if not getattr(out, "requires_grad", False):
-            return None
+            return 0.0
         grad = torch.autograd.grad(out.sum(), a[index], allow_unused=True)[0]
-        if grad is not None and bool(grad.abs().sum() > 0):
-            return f"the output has a gradient with respect to {name}: detach {name} (make it a constant)"
-        return None
+        return 0.0 if grad is None else float(grad.abs().sum())
 
-    c.compare(description, gradient_problem, lambda problem: problem)
+    def judge(size):
+        if isinstance(size, bool) or not isinstance(size, (int, float)):
+            return f"expected a number, got {size!r}"
+        return None if size == 0 else f"the output has a gradient with respect to {name}: detach {name} (make it a " \
+                                      "constant)"
+
+    c.compare(description, gradient_size, judge)
 
 
 def check_expectile_loss(fn) -> None:

@@ -154,7 +154,7 @@ def check_record_verdicts(fn):
     baseline, dataset)`` of :data:`COMPARISONS`, on the results of record (:func:`record_verdicts_reference`).
     Returns the student's four lists (``None`` if it fails), to print."""
     from .. import plots
-    want = _cached("record-verdicts", record_verdicts_reference)
+    want = lambda: _cached("record-verdicts", record_verdicts_reference)  # noqa: E731 - where verdicts are
     runs = _record_runs()
     return _check_sweep("record_verdicts", lambda comparisons: _coded(fn(runs, comparisons)), COMPARISONS, want,
                         ("the difference of the means", "the interval's lower end", "the interval's upper end",

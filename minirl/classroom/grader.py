@@ -234,7 +234,8 @@ class Job:
     elapsed: float = 0.0
     timed_out: bool = False
     exit_status: int | None = None
-    details: dict | None = None  # step -> its output (the self-check prints the failed checks)
+    details: dict | None = None  # step -> the judge's output (the self-check prints the failed checks)
+    judged: dict | None = None   # step -> the verdict computed here (judge)
     time_limit: float = DEFAULT_TIME_LIMIT  # seconds: the grader's --time-limit, else the notebook's own
 
 
@@ -327,6 +328,7 @@ def run_jobs(jobs: list[Job], forbidden: list[str], parallel: int = 2, use_fork:
             if _poll(job):
                 job.elapsed = time.monotonic() - job.started
                 running.remove(job)
+                judge(job)  # while the other children run
                 if progress:
                     progress(job)
             elif time.monotonic() - job.started > job.time_limit:
@@ -335,13 +337,76 @@ def run_jobs(jobs: list[Job], forbidden: list[str], parallel: int = 2, use_fork:
 
 
 def _records(job: Job) -> list[dict]:
+    """What the child wrote, line by line: only JSON objects with a known ``type`` (anything else is dropped)."""
     path = Path(job.tmp) / "result.jsonl"
     out = []
     if path.exists():
         for line in path.read_text(errors="replace").splitlines():
-            with contextlib.suppress(json.JSONDecodeError):
-                out.append(json.loads(line))
+            with contextlib.suppress(json.JSONDecodeError, RecursionError):
+                r = json.loads(line)
+                if isinstance(r, dict) and r.get("type") in ("start", "end", "violation", "probe", "done") and \
+                        (r["type"] in ("violation", "done") or isinstance(r.get("step"), int)):
+                    out.append(r)
     return out
+
+
+_CHECKERS: dict = {}
+
+
+def checker_of(task: str):
+    """The checker function of ``task`` (``check_<task>`` in one of the classroom's checker modules)."""
+    if not _CHECKERS:
+        for m in sandbox._checker_modules():
+            _CHECKERS.update({k[len("check_"):]: v for k, v in vars(m).items() if k.startswith("check_")
+                              and callable(v)})
+    return _CHECKERS[task]
+
+
+def _never_called(*args, **kwargs):
+    raise RuntimeError("the grader never runs a submission's code in its own process")
+
+
+def judge_task(task: str, results: list) -> tuple[dict, str]:
+    """The verdict on one task, computed here (the grader's process): the task's checker runs in ``judge`` mode,
+    each of its checks comparing the value the child recorded (plain data) with the reference computed here.
+    Returns ``(verdict, the checker's printed output)``."""
+    import io
+
+    from . import checks
+    out = io.StringIO()
+    previous = checks._MODE, checks._REPLAY, checks._VERDICTS
+    checks._MODE, checks._REPLAY, checks._VERDICTS = "judge", {task: list(results)}, []
+    try:
+        with contextlib.redirect_stdout(out):
+            try:
+                checker_of(task)(_never_called)
+            except Exception as e:  # noqa: BLE001 - a checker that cannot judge this record: no credit
+                print(f"check FAILED: the grader could not judge this task ({type(e).__name__}: {e})")
+        found = [v for v in checks._VERDICTS if v["task"] == task]
+    finally:
+        checks._MODE, checks._REPLAY, checks._VERDICTS = previous
+    verdict = found[-1] if found else {"task": task, "passed": 0, "n": 0, "not_implemented": None,
+                                       "uses_reference": []}
+    return verdict, out.getvalue()
+
+
+def judge(job: Job) -> None:
+    """Judge every check step of a finished child from the data it recorded (``job.judged``: step -> verdict,
+    ``job.details``: step -> the judge's output)."""
+    job.judged, job.details = {}, {}
+    if job.steps is None:
+        return
+    step_task = {k: s.get("task") for k, s in enumerate(job.steps) if s["kind"] == "check"}
+    probes: dict[int, dict] = {}
+    for r in _records(job):
+        if r["type"] == "probe" and step_task.get(r["step"]) is not None and r.get("task") == step_task[r["step"]]:
+            probes[r["step"]] = r
+    for step, r in probes.items():
+        results = r.get("results") if isinstance(r.get("results"), list) else []
+        verdict, output = judge_task(r["task"], results)
+        used = r.get("uses_reference")
+        verdict["uses_reference"] = [str(u)[:200] for u in used][:5] if isinstance(used, list) else []
+        job.judged[step], job.details[step] = verdict, output
 
 
 def _signal_name(code: int | None) -> str:
@@ -379,11 +444,9 @@ def results_of(job: Job) -> list[TaskResult]:
     records = _records(job)
     started = {r["step"] for r in records if r["type"] == "start"}
     ended = {r["step"]: r for r in records if r["type"] == "end"}
-    step_task = {k: s.get("task") for k, s in enumerate(job.steps)}
-    verdicts: dict[int, dict] = {}  # the last verdict of the task a check step checks
-    for r in records:
-        if r["type"] == "verdict" and r.get("task") == step_task.get(r["step"]):
-            verdicts[r["step"]] = r
+    if job.judged is None:
+        judge(job)
+    verdicts = job.judged  # computed here from the child's data (judge), never read from the child
     violations: dict[int, list[str]] = {}
     current = -1
     for r in records:
@@ -463,7 +526,7 @@ def results_of(job: Job) -> list[TaskResult]:
         elif k == n:
             rows.append(row(task, "passed", checks_passed=k, checks_total=n))
         else:
-            message = _first_failure(ended[c].get("output", "")) or f"{n - k} of {n} checks failed"
+            message = _first_failure((job.details or {}).get(c, "")) or f"{n - k} of {n} checks failed"
             if answer_error:
                 message = f"your answer cell raised {answer_error}; " + message
             rows.append(row(task, "failed", message, checks_passed=k, checks_total=n))
@@ -582,7 +645,6 @@ def check_notebook(path: Path, checks: Path = CHECKS_FILE, time_limit: float | N
     try:
         run_jobs([job], [str(SOLUTIONS)], 1, use_fork)
         rows = results_of(job)
-        job.details = {r["step"]: r.get("output", "") for r in _records(job) if r["type"] == "end"}
     finally:
         cleanup(job)
     return rows, job

@@ -501,7 +501,10 @@ def release_sources(src: Path, toc_files: list[str] | None = None) -> None:
         shutil.copy(nb, src / "notebooks" / nb.name)
     for page in (src / "book").rglob("*.md"):
         page.write_text(strip_solutions(page.read_text()))
-    (src / "book" / "exercises.md").write_text(book_page(sorted(SOLUTIONS.glob("*.ipynb")), True))
+    solutions = sorted(SOLUTIONS.glob("*.ipynb"))
+    (src / "book" / "exercises.md").write_text(book_page(solutions, True))
+    specs = {p: notebook_spec(json.loads(p.read_text()), p.stem) for p in solutions}
+    (src / COURSE_TABLE.relative_to(REPO)).write_text(course_table(specs))  # from the chapters as they are now
     config = (src / "_config.yml").read_text()
     config = config.replace("  config:\n", "  config:\n    hide_solutions: true  # a class's release\n", 1)
     (src / "_config.yml").write_text(config)
@@ -520,8 +523,10 @@ def class_release(out: Path, build: bool = True, toc_files: list[str] | None = N
     out = Path(out)
     if out.exists() and any(out.iterdir()):
         raise FileExistsError(f"{out} is not empty: give a new folder for the class's release")
-    if make_student(check=True):
-        raise ValueError("the student copies are out of date: run python -m minirl.classroom make-student first")
+    stale = [f for f in make_student(check=True) if f != str(COURSE_TABLE.relative_to(REPO))]
+    if stale:  # the course table follows the chapters' word counts: the release writes its own (release_sources)
+        raise ValueError(f"the student copies are out of date ({', '.join(stale)}): run python -m minirl.classroom "
+                         "make-student first")
     nb_out = out / "notebooks" / "exercises"
     nb_out.mkdir(parents=True)
     for p in sorted(SOLUTIONS.glob("*.ipynb")):

@@ -196,6 +196,8 @@ def run_child(steps: list[dict], work: str, result_path: str, forbidden: list[st
     snapshot = {m: dict(vars(m)) for m in modules}
     checkers = {k: v for m in checker_modules for k, v in vars(m).items() if k.startswith("check_") and callable(v)}
     verdicts = checks._VERDICTS
+    checks._MODE = "probe"  # the checkers record what the answers return; the grader judges it (grader.judge)
+    probes = checks._PROBES
 
     def restore() -> None:  # undo any rebinding of minirl's functions by an earlier answer cell
         for m, attrs in snapshot.items():
@@ -204,6 +206,8 @@ def run_child(steps: list[dict], work: str, result_path: str, forbidden: list[st
                 del d[k]
             d.update(attrs)
         checks._VERDICTS = verdicts
+        checks._PROBES = probes
+        checks._MODE = "probe"
 
     sys.addaudithook(_Sandbox(work, forbidden, report))
     for k, step in enumerate(steps):
@@ -212,7 +216,7 @@ def run_child(steps: list[dict], work: str, result_path: str, forbidden: list[st
             restore()
         if step["kind"] == "check":
             shell.user_ns.update(checkers)
-        del verdicts[:]
+        del probes[:]
         out = io.StringIO()
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
             try:
@@ -223,8 +227,8 @@ def run_child(steps: list[dict], work: str, result_path: str, forbidden: list[st
         plt.close("all")
         text = out.getvalue()
         if step["kind"] == "check":
-            for v in verdicts:
-                report({"type": "verdict", "step": k, **v})
+            for p in probes:  # plain data (checks.encode): what the answer returned, never a verdict
+                report({"type": "probe", "step": k, **p})
         report({"type": "end", "step": k, "error": None if error is None else f"{type(error).__name__}: {error}",
                 "output": text[:OUTPUT_LIMIT] + ("\n[... output cut]" if len(text) > OUTPUT_LIMIT else "")})
     report({"type": "done"})

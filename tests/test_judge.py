@@ -1,0 +1,197 @@
+"""The grader trusts nothing the student's process says (issue 70): a hostile submission gets no credit.
+
+The child that runs a submission returns what the answers computed as plain data (JSON: numbers, arrays, text); the
+grader computes every verdict from that data against references it computes itself (minirl.classroom.grader.judge).
+Each attack below is one student's notebook of chapter 1's exercise (the quick tabular one) whose answers are wrong or
+missing, plus an attack in its first answer cell that tries to turn them into credit, by class:
+
+* forged records: writing verdict records, whole record files, "done" lines, then exiting cleanly;
+* patched judges: numpy's comparisons, the checkers' own class and module, the dict of checkers the child installs,
+  an array type whose comparisons always say "equal";
+* exit codes and printed lines: ``os._exit(0)``, ``SystemExit``, the passing lines printed.
+
+Every attacked task must get 0 points; an honest class (tests/test_grading.py) still gets full marks.
+"""
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from minirl.classroom import checks, grader
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from test_grading import NB, _answers, filled, rows_of, write  # noqa: E402
+
+TASKS = ("policy_transition", "evaluate_policy", "empirical_mdp", "optimism_experiment")
+
+# a wrong policy_transition (the identity), then the attack
+WRONG = "import numpy as np\n\ndef policy_transition(P, pi):\n    S, A, _ = P.shape\n    return np.eye(S * A)\n\n"
+
+_FORGED_VERDICTS = """
+import os, json, stat
+def _forge(kind):
+    for fd in range(3, 256):
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                continue
+        except OSError:
+            continue
+        for step in range(60):
+            for task in %r:
+                rec = {"type": kind, "step": step, "task": task, "passed": 5, "n": 5, "not_implemented": None,
+                       "uses_reference": [], "results": [{"value": {"v": 1.0}}] * 5}
+                try:
+                    os.write(fd, (json.dumps(rec) + "\\n").encode())
+                except OSError:
+                    pass
+""" % (TASKS,)
+
+ATTACKS = {
+    # forged records
+    "verdict records on every open file": _FORGED_VERDICTS + "_forge('verdict')\n",
+    "probe records with made-up values": _FORGED_VERDICTS + "_forge('probe')\n",
+    "a whole record file rewritten, then a clean exit": _FORGED_VERDICTS + """
+import glob
+for link in glob.glob('/proc/self/fd/*'):
+    try:
+        target = os.readlink(link)
+    except OSError:
+        continue
+    if target.endswith('.jsonl'):
+        with open(target, 'w') as f:
+            for step in range(60):
+                f.write(json.dumps({"type": "start", "step": step}) + "\\n")
+                for task in %r:
+                    f.write(json.dumps({"type": "verdict", "step": step, "task": task, "passed": 5, "n": 5}) + "\\n")
+                f.write(json.dumps({"type": "end", "step": step, "error": None, "output": ""}) + "\\n")
+            f.write(json.dumps({"type": "done"}) + "\\n")
+os._exit(0)
+""" % (TASKS,),
+    "records appended to the checkers' own list": """
+import minirl.classroom.checks as C
+for task in %r:
+    C._VERDICTS.append({"task": task, "passed": 5, "n": 5, "not_implemented": None, "uses_reference": []})
+    C._PROBES.append({"task": task, "results": [{"value": {"v": 0.0}}] * 9, "uses_reference": []})
+""" % (TASKS,),
+    # patched judges
+    "numpy's comparisons patched": """
+import numpy as np
+np.isclose = lambda a, b, *args, **kw: np.ones(np.broadcast(np.asarray(a), np.asarray(b)).shape, dtype=bool)
+np.allclose = lambda *args, **kw: True
+np.isinf = lambda a, *args, **kw: np.ones(np.shape(a), dtype=bool)
+""",
+    "the checkers' class patched": """
+import minirl.classroom.checks as C
+def compare(self, description, call, want, atol=1e-6, rtol=1e-6):
+    self.n += 1
+    self.passed += 1
+C.Checks.compare = compare
+C.Checks.report = lambda self: (C._VERDICTS.append({"task": self.task, "passed": self.n, "n": self.n,
+                                "not_implemented": None, "uses_reference": []}),
+                                print(f"{self.task}: {self.n}/{self.n} checks passed"))
+C.mismatch = lambda *args, **kw: None
+C._MODE = "local"
+""",
+    "the dict of checkers the child installs patched": """
+import gc
+def _passing(task):
+    def check(fn, *args, **kw):
+        print(f"{task}: 5/5 checks passed")
+    return check
+for d in gc.get_objects():
+    if isinstance(d, dict) and "check_policy_transition" in d and "check_evaluate_policy" in d:
+        for task in %r:
+            d["check_" + task] = _passing(task)
+""" % (TASKS,),
+    "an array whose comparisons always say equal": """
+import numpy as np
+class _Equal(np.ndarray):
+    def __array_ufunc__(self, ufunc, method, *inputs, **kw):
+        shape = np.broadcast(*[np.asarray(x.view(np.ndarray) if isinstance(x, _Equal) else x) for x in inputs
+                               if not isinstance(x, (str, type(None)))]).shape
+        return np.ones(shape, dtype=bool) if ufunc.__name__ in ("isclose", "less_equal", "equal", "isinf",
+                                                                    "isnan", "logical_or", "logical_and") \\
+            else np.zeros(shape)
+def policy_transition(P, pi):
+    S, A, _ = P.shape
+    return np.zeros((S * A, S * A)).view(_Equal)
+""",
+    # exit codes and printed lines
+    "a clean exit in the answer cell": "import os\nprint('policy_transition: 5/5 checks passed')\nos._exit(0)\n",
+    "SystemExit(0) after printing every passing line": "".join(
+        f"print('{t}: 5/5 checks passed')\n" for t in TASKS) + "raise SystemExit(0)\n",
+}
+
+
+@pytest.fixture(scope="module")
+def attacked(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("class")
+    students = {}
+    for k, (name, payload) in enumerate(ATTACKS.items()):
+        student = f"s{k:02d}"
+        students[name] = student
+        # every other answer is the untouched stub: nothing right anywhere in the notebook
+        nb = filled(NB, replace={t: None for t in TASKS[1:]} | {"policy_transition": WRONG + payload})
+        write(folder, student, NB, nb)
+    write(folder, "honest", NB, filled(NB))
+    results, _ = grader.grade_folder(folder, parallel=2, time_limit=60)
+    return students, results
+
+
+@pytest.mark.parametrize("attack", list(ATTACKS))
+def test_an_attack_gets_no_credit(attacked, attack):
+    students, results = attacked
+    rows = rows_of(results, students[attack])
+    assert set(TASKS) <= set(rows)
+    earned = {t: (r.status, r.points) for t, r in rows.items() if r.level != "written"}
+    assert all(not rows[t].passed and rows[t].points == 0 for t in TASKS), earned
+
+
+def test_the_honest_student_next_to_them_gets_full_marks(attacked):
+    _, results = attacked
+    rows = rows_of(results, "honest")
+    assert all(rows[t].passed and rows[t].points == rows[t].points_possible > 0 for t in TASKS), \
+        {t: r.status for t, r in rows.items()}
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The data format: loading it builds numbers, arrays and text only
+# ---------------------------------------------------------------------------------------------------------------
+
+def test_encode_and_decode_round_trip_plain_data_only():
+    import numpy as np
+    import torch
+    for value in (1.5, 3, True, None, "above", np.arange(6.0).reshape(2, 3), torch.ones(2, 2), np.array([True, False]),
+                  float("inf")):
+        back = checks.decode(json.loads(json.dumps(checks.encode(value))))
+        assert back == value if isinstance(value, (str, type(None))) else checks.mismatch(back, value) is None
+    assert np.isnan(checks.decode(json.loads(json.dumps(checks.encode(float("nan"))))))
+    back = checks.decode(json.loads(json.dumps(checks.encode([np.ones(2), {"a": np.zeros(3)}]))))
+    assert checks.mismatch(back[0], np.ones(2)) is None and checks.mismatch(back[1]["a"], np.zeros(3)) is None
+    assert isinstance(checks.decode(checks.encode(object())), checks.Unreadable)
+    for bad in ({"a": [1, 2], "s": [3], "k": "f"}, {"a": "x", "s": [1], "k": "f"}, {"v": {"x": 1}}, {"z": 1}, [1],
+                {"a": [1.0], "s": [1], "k": "O"}):
+        with pytest.raises(ValueError):
+            checks.decode(bad)
+
+
+def test_a_judged_task_needs_the_values_not_the_verdict():
+    """The judge replays the child's values: the right values pass, a forged 'passed' field or too few values do
+    not."""
+    from minirl import tabular as tab
+    checks._MODE = "probe"
+    try:
+        del checks._PROBES[:]
+        from minirl.classroom.checks import check_policy_transition
+        check_policy_transition(lambda P, pi: tab.policy_transition(P, pi))
+        right = checks._PROBES[-1]["results"]
+    finally:
+        checks._MODE = "local"
+    verdict, _ = grader.judge_task("policy_transition", right)
+    assert verdict["passed"] == verdict["n"] == 5
+    verdict, out = grader.judge_task("policy_transition", right[:3])
+    assert verdict["passed"] == 3 and verdict["n"] == 5 and "no value came back" in out
+    forged = [{"value": {"v": 1.0}, "passed": True}] * 5
+    verdict, _ = grader.judge_task("policy_transition", forged)
+    assert verdict["passed"] == 0
