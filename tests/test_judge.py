@@ -74,6 +74,42 @@ for task in %r:
     C._VERDICTS.append({"task": task, "passed": 5, "n": 5, "not_implemented": None, "uses_reference": []})
     C._PROBES.append({"task": task, "results": [{"value": {"v": 0.0}}] * 9, "uses_reference": []})
 """ % (TASKS,),
+    "verdicts forged when the checker calls the answer, then a clean exit": """
+def policy_transition(P, pi):
+    import os, json, stat
+    for fd in range(3, 256):
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                continue
+            for step in range(60):
+                for task in %r:
+                    os.write(fd, (json.dumps({"type": "verdict", "step": step, "task": task, "passed": 5, "n": 5,
+                                              "not_implemented": None, "uses_reference": []}) + "\\n").encode())
+                os.write(fd, (json.dumps({"type": "end", "step": step, "error": None, "output": ""}) + "\\n").encode())
+            os.write(fd, (json.dumps({"type": "done"}) + "\\n").encode())
+        except OSError:
+            pass
+    os._exit(0)
+""" % (TASKS,),
+    "the record file reopened through a directory descriptor": """
+def policy_transition(P, pi):
+    import os, json, glob
+    for link in glob.glob('/proc/self/fd/*'):
+        try:
+            target = os.readlink(link)
+        except OSError:
+            continue
+        if target.endswith('.jsonl'):
+            d = os.open(os.path.dirname(target), os.O_RDONLY)
+            fd = os.open(os.path.basename(target), os.O_WRONLY | os.O_APPEND, dir_fd=d)
+            for step in range(60):
+                for task in %r:
+                    os.write(fd, (json.dumps({"type": "verdict", "step": step, "task": task, "passed": 5, "n": 5,
+                                              "not_implemented": None, "uses_reference": []}) + "\\n").encode())
+                os.write(fd, (json.dumps({"type": "end", "step": step, "error": None, "output": ""}) + "\\n").encode())
+            os.write(fd, (json.dumps({"type": "done"}) + "\\n").encode())
+    os._exit(0)
+""" % (TASKS,),
     # patched judges
     "numpy's comparisons patched": """
 import numpy as np
