@@ -36,8 +36,9 @@ sys.path.insert(0, str(REPO))
 
 from minirl import plots  # noqa: E402
 
-METHODS = ("bc", "10%bc", "bcq", "cql", "iql")
-NAMES = {"bc": "BC", "10%bc": "10%BC", "bcq": "BCQ", "cql": "CQL", "iql": "IQL"}
+METHODS = ("bc", "10%bc", "goal-bc", "path-bc", "bcq", "cql", "iql", "td3+bc")
+NAMES = {"bc": "BC", "10%bc": "10%BC", "goal-bc": "goal-BC", "path-bc": "path-BC", "bcq": "BCQ", "cql": "CQL",
+         "iql": "IQL", "td3+bc": "TD3+BC"}
 
 
 def final_and_last5(run: Path) -> tuple[float, float] | None:
