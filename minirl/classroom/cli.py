@@ -71,6 +71,8 @@ def main(argv: list[str] | None = None) -> int:
             verb = "out of date" if a.check else "written"
             print("\n".join(f"{verb}: {s}" for s in stale) or "all student copies are up to date")
             return 1 if (a.check and stale) else 0
+        if a.command in ("check", "grade"):
+            print(grader.isolation_line())
         if a.command == "check":
             rows, job = grader.check_notebook(a.notebook, time_limit=a.time_limit, exercise=a.exercise)
             _print_check(rows, job)

@@ -252,7 +252,7 @@ def _fork_available() -> bool:
     return hasattr(os, "fork") and sys.platform.startswith("linux")
 
 
-def _start(job: Job, forbidden: list[str], use_fork: bool) -> None:
+def _start(job: Job, forbidden: list[str], use_fork: bool, hidden: list[str] | None = None) -> None:
     time_limit = job.time_limit
     job.tmp = tempfile.mkdtemp(prefix="minirl-grade-")
     work = os.path.join(job.tmp, "work")
@@ -266,7 +266,8 @@ def _start(job: Job, forbidden: list[str], use_fork: bool) -> None:
         if pid == 0:  # the child
             code = 0
             try:
-                sandbox.run_child(job.steps, work, result, forbidden, time_limit)
+                sandbox.run_child(job.steps, work, result, forbidden, time_limit, hidden,
+                                  os.path.dirname(job.tmp))
             except BaseException:  # noqa: BLE001 - a grader bug: leave a trace, never return into the parent's code
                 code = 70
                 with contextlib.suppress(Exception):
@@ -309,19 +310,48 @@ def _kill(job: Job) -> None:
             return
 
 
+_ISOLATION: list = []
+
+
+def isolation() -> str | None:
+    """``None`` where each child runs isolated by the operating system (:func:`minirl.classroom.sandbox.isolate`),
+    else the sentence that says why not (the grader prints it first). ``MINIRL_GRADER_ISOLATION=off`` turns it off."""
+    if not _ISOLATION:
+        if os.environ.get("MINIRL_GRADER_ISOLATION", "").lower() in ("off", "0", "no"):
+            _ISOLATION.append("no OS isolation: turned off by MINIRL_GRADER_ISOLATION=off; only the audit hook "
+                              "guards the files")
+        elif not _fork_available():
+            _ISOLATION.append("no OS isolation: the grader cannot fork here; only the audit hook guards the files")
+        else:
+            _ISOLATION.append(sandbox.isolation_problem())
+    return _ISOLATION[0]
+
+
+def isolation_line() -> str:
+    """The grader's first line: how the children are isolated."""
+    problem = isolation()
+    return problem.replace("no OS isolation", "WARNING: no OS isolation", 1) if problem else (
+        "isolation: each notebook runs in its own user, mount and network namespaces (solutions, other students' "
+        "folders and the grader's files unreadable, nothing writable outside its folder)")
+
+
 def run_jobs(jobs: list[Job], forbidden: list[str], parallel: int = 2, use_fork: bool | None = None,
              progress=None) -> None:
     """Run every runnable job, ``parallel`` at a time, each within its ``time_limit`` seconds (wall clock)."""
     use_fork = _fork_available() if use_fork is None else use_fork
+    hidden = None
     if use_fork:
         sandbox.preload()
         sandbox.warm({j.notebook for j in jobs if j.steps is not None})
+        if isolation() is None:
+            hidden = sandbox.hidden_paths(forbidden)
+            sandbox.make_undumpable()
     pending = [j for j in jobs if j.steps is not None]
     running: list[Job] = []
     while pending or running:
         while pending and len(running) < max(1, parallel):
             job = pending.pop(0)
-            _start(job, forbidden, use_fork)
+            _start(job, forbidden, use_fork, hidden)
             running.append(job)
         time.sleep(0.02)
         for job in list(running):

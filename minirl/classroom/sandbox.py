@@ -11,8 +11,11 @@ kills its own process still gets a row per task saying what happened, and every 
 Scheduling the children and turning their records into grades: :mod:`minirl.classroom.grader`.
 
 The audit hook is a tripwire against mistakes and casual tampering, not a security boundary: Python code that sets
-out to subvert the process it runs in (``ctypes``, walking the garbage collector) can. For submissions you do not
-trust at all, run the grader inside a container or a virtual machine with no access to the solutions.
+out to subvert the process it runs in (``ctypes``, walking the garbage collector) can. The boundary is the operating
+system's, where it offers one (:func:`isolate`: on Linux, user, mount and network namespaces made by the forked child
+before any student code runs), and the grader's: the child records what the answers return as plain data
+(``checks.encode``) and the grader judges it in its own process (``grader.judge``), so nothing the child writes,
+patches or exits with becomes a verdict.
 """
 from __future__ import annotations
 
@@ -47,6 +50,12 @@ def warm(notebooks: set[str]) -> None:
     for name in sorted(notebooks & set(WARM)):
         key, module, function = WARM[name]
         agent_checks._cached(key, getattr(importlib.import_module(f"{__package__}.{module}"), function))
+    if "06_project" in notebooks:  # its dataset, made (and cached on disk) here: an isolated child cannot write it
+        from . import project_checks
+        project_checks.project_data()
+    if "05_comparison" in notebooks:
+        from . import comparison_checks
+        comparison_checks._record_runs()
 
 
 def preload() -> None:
@@ -61,6 +70,15 @@ def preload() -> None:
 
     from .. import bcq, cql, iql, nets, plots, stitching, tabular  # noqa: F401
     _checker_modules()
+    # every module of minirl (an isolated child cannot read their sources: sandbox.isolate)
+    import importlib
+    import pkgutil
+
+    import minirl
+    for info in pkgutil.walk_packages(minirl.__path__, "minirl."):
+        if info.name.rsplit(".", 1)[-1] not in ("__main__", "cli"):
+            with contextlib.suppress(Exception):
+                importlib.import_module(info.name)
 
 
 def _checker_modules() -> list:
@@ -69,6 +87,157 @@ def _checker_modules() -> list:
 
     from . import CHECKER_MODULES
     return [importlib.import_module(f"{__package__}.{m}") for m in CHECKER_MODULES]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Isolation by the operating system (Linux): namespaces made by the forked child itself
+# ---------------------------------------------------------------------------------------------------------------
+# The child, still single-threaded after fork, calls unshare(2) for a user, mount and network namespace of its own;
+# in it, it mounts empty read-only tmpfs over every hidden folder (the solutions, the class's folder, the repository's
+# tests, scripts and git history, the grader's temporary folders), an empty file over every hidden file (the book's
+# exercises page, minirl's sources and byte code: everything was imported before the fork), makes every other mount
+# read-only except its own folder, and then drops all its capabilities, so it can neither unmount what hides the
+# files nor mount anything (a namespace it makes next locks the mounts it inherits). No network device but a down
+# loopback. The grader itself is made non-dumpable, so the child (same user, no capability in the grader's namespace)
+# cannot ptrace it or read its memory. Where the kernel refuses (no user namespaces), the grader says so.
+
+CLONE_NEWNS, CLONE_NEWUSER, CLONE_NEWNET = 0x00020000, 0x10000000, 0x40000000
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = (
+    1, 2, 4, 8, 32, 4096, 16384, 1 << 18)
+MS_NOATIME, MS_NODIRATIME, MS_RELATIME, MS_STRICTATIME = 1024, 2048, 1 << 21, 1 << 24
+_MOUNT_FLAGS = {"ro": MS_RDONLY, "nosuid": MS_NOSUID, "nodev": MS_NODEV, "noexec": MS_NOEXEC, "noatime": MS_NOATIME,
+                "nodiratime": MS_NODIRATIME, "relatime": MS_RELATIME, "strictatime": MS_STRICTATIME}
+
+
+def _libc():
+    import ctypes
+    import ctypes.util
+    return ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
+
+
+def _check(result: int, what: str) -> None:
+    if result != 0:
+        import ctypes
+        e = ctypes.get_errno()
+        raise OSError(e, f"{what}: {os.strerror(e)}")
+
+
+def _mount(libc, source, target, fstype, flags, data=None) -> None:
+    enc = lambda x: None if x is None else os.fsencode(x)  # noqa: E731
+    _check(libc.mount(enc(source), enc(target), enc(fstype), flags, enc(data)), f"mount {target}")
+
+
+def _mount_points() -> list[tuple[str, int]]:
+    """``(mount point, its flags)`` of every mount, parents before children (``/proc/self/mountinfo``)."""
+    out = []
+    for line in Path("/proc/self/mountinfo").read_text().splitlines():
+        fields = line.split()
+        point = fields[4].encode().decode("unicode_escape")  # \040 for a space
+        flags = 0
+        for opt in fields[5].split(","):
+            flags |= _MOUNT_FLAGS.get(opt, 0)
+        out.append((point, flags))
+    return sorted(out, key=lambda p: p[0].count("/") if p[0] != "/" else 0)
+
+
+def isolation_problem() -> str | None:
+    """``None`` if this machine can isolate a child (a user and mount namespace made by an unprivileged process),
+    else why not; tried in a throw-away child process."""
+    if not sys.platform.startswith("linux"):
+        return f"no OS isolation on {sys.platform}: only the audit hook guards the files"
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            libc = _libc()
+            _check(libc.unshare(CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWNET), "unshare")
+            code = 0
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    if os.waitstatus_to_exitcode(status) == 0:
+        return None
+    return ("no OS isolation: this kernel refuses unprivileged user namespaces (e.g. kernel.unprivileged_userns_clone "
+            "= 0, or AppArmor's restrict_unprivileged_userns on Ubuntu 24.04): only the audit hook guards the files")
+
+
+def isolate(work: str, hidden: list[str], temp_root: str) -> None:
+    """Enter namespaces where only ``work`` is writable and ``hidden`` (folders or files) and everything under
+    ``temp_root`` but ``work`` are not readable; drop every capability. Raises ``OSError`` if the kernel refuses."""
+    import ctypes
+    libc = _libc()
+    work, temp_root = os.path.realpath(work), os.path.realpath(temp_root)
+    uid, gid = os.getuid(), os.getgid()
+    PR_SET_DUMPABLE = 4
+    libc.prctl(PR_SET_DUMPABLE, 1, 0, 0, 0)  # the grader is not (make_undumpable); its child must be, to map its ids
+    _check(libc.unshare(CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWNET), "unshare")
+    Path("/proc/self/setgroups").write_text("deny")
+    Path("/proc/self/uid_map").write_text(f"{uid} {uid} 1")
+    Path("/proc/self/gid_map").write_text(f"{gid} {gid} 1")
+    _mount(libc, None, "/", None, MS_REC | MS_PRIVATE)  # nothing done here reaches the grader's mounts
+    points = _mount_points()
+    empty = os.path.join(work, ".minirl-empty")  # an empty file to mount over hidden files (removed below)
+    Path(empty).write_bytes(b"")
+    for path in sorted(set(hidden)):
+        if os.path.isdir(path):
+            _mount(libc, "tmpfs", path, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV, "size=4k,mode=000")
+        elif os.path.exists(path):
+            _mount(libc, empty, path, None, MS_BIND)
+            _mount(libc, None, path, None, MS_REMOUNT | MS_BIND | MS_RDONLY)
+    # the temporary root (other students' folders, the grader's records): an empty tmpfs, with this work folder
+    # bound back at its own path
+    wfd = os.open(work, os.O_RDONLY | os.O_DIRECTORY)
+    _mount(libc, "tmpfs", temp_root, "tmpfs", MS_NOSUID | MS_NODEV, "size=64k,mode=755")
+    os.makedirs(work, exist_ok=True)
+    _mount(libc, f"/proc/self/fd/{wfd}", work, None, MS_BIND)
+    os.close(wfd)
+    os.remove(empty)
+    # everything read-only but the work folder (the flags a mount has are kept: a user namespace may not clear them)
+    for point, flags in points:
+        if point == work or point.startswith(work.rstrip("/") + "/") or not os.path.exists(point):
+            continue
+        try:
+            _mount(libc, None, point, None, MS_REMOUNT | MS_BIND | MS_RDONLY | flags)
+        except OSError:
+            if point == "/":
+                raise
+    _mount(libc, None, temp_root, None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV)
+    # no capability left: the mounts above cannot be undone, no new privilege gained by exec
+    PR_SET_NO_NEW_PRIVS = 38
+    _check(libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl")
+
+    class Header(ctypes.Structure):
+        _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+    class Data(ctypes.Structure):
+        _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
+
+    data = (Data * 2)()
+    _check(libc.capset(ctypes.byref(Header(0x20080522, 0)), data), "capset")
+
+
+def make_undumpable() -> None:
+    """The grader: no process of its user without a capability in its namespace (a child) may ptrace it or read
+    its memory."""
+    if sys.platform.startswith("linux"):
+        PR_SET_DUMPABLE = 4
+        _libc().prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
+
+
+def hidden_paths(forbidden: list[str]) -> list[str]:
+    """What a child must not read: the ``forbidden`` folders (the solutions, the class's folder), the exercises'
+    folder (sample submissions, student copies), the repository's tests, scripts, git history and the book's
+    exercises page (it holds the solutions), and minirl's own sources and byte code (imported before the fork)."""
+    from .release import BOOK_PAGE, EXERCISES, REPO
+    package = Path(__file__).resolve().parents[1]
+    out = [str(Path(f).resolve()) for f in forbidden] + [str(EXERCISES), str(BOOK_PAGE)]
+    out += [str(REPO / name) for name in (".git", "tests", "scripts", "benchmarks", "experiments")]
+    for f in package.rglob("*"):
+        if f.name == "__pycache__" and f.is_dir():
+            out.append(str(f))
+        elif f.suffix in (".py", ".pyc") and "__pycache__" not in f.parts:
+            out.append(str(f))
+    return [p for p in out if os.path.exists(p)]
 
 
 def _under(path: str, roots: list[str]) -> bool:
@@ -145,9 +314,12 @@ class _Sandbox:
             self.refuse("starting processes or opening connections", event)
 
 
-def run_child(steps: list[dict], work: str, result_path: str, forbidden: list[str], time_limit: float) -> None:
-    """Run ``steps`` in this (child) process; progress goes to ``result_path`` as JSON lines. Never returns into the
-    caller's code: the caller exits right after."""
+def run_child(steps: list[dict], work: str, result_path: str, forbidden: list[str], time_limit: float,
+              hidden: list[str] | None = None, temp_root: str | None = None) -> None:
+    """Run ``steps`` in this (child) process; progress goes to ``result_path`` as JSON lines. With ``hidden``, first
+    isolate the process (:func:`isolate`: those paths and ``temp_root`` but ``work`` unreadable, only ``work``
+    writable); a failure to isolate stops the child. Never returns into the caller's code: the caller exits right
+    after."""
     if os.getsid(0) != os.getpid():
         os.setsid()  # its own process group: the grader kills the group at the time limit (spawned: already one)
     import faulthandler
@@ -163,6 +335,8 @@ def run_child(steps: list[dict], work: str, result_path: str, forbidden: list[st
     os.dup2(stray, 2)
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)
+    if hidden is not None:
+        isolate(work, hidden, temp_root or tempfile.gettempdir())  # raises: the grader reports the child's death
     os.chdir(work)
     os.environ.update({"HOME": work, "TMPDIR": work, "MPLBACKEND": "Agg", "OMP_NUM_THREADS": "1",
                        "MKL_NUM_THREADS": "1", "PYTHONDONTWRITEBYTECODE": "1"})
