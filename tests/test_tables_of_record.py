@@ -79,3 +79,19 @@ def test_the_stitching_tables_of_record_are_made_by_the_script(monkeypatch):
         text = stitching_table.render(*stitching_table.collect(folder))
         assert (folder / "table.md").read_text().endswith(text), f"results/{root}/table.md is not the script's table"
         assert "last 5 evaluations, mean [95% CI]" in text.splitlines()[0]
+
+
+INTERVAL = re.compile(r"[-+]?\d+\.\d \[[-+]?\d+\.\d, [-+]?\d+\.\d\]")
+CHAPTERS = ["comparison", "bcq", "cql", "iql", "claims"]
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS)
+def test_every_interval_a_chapter_quotes_is_printed_by_the_code_of_record(chapter):
+    """Each "mean [lo, hi]" of these chapters is in a stored output of notebook 05 (which computes every table by the
+    statistic of record) or in a results/*/table.md (experiments/stitching_table.py): a number copied from a
+    notebook executed before the protocol, or typed, fails."""
+    printed = "\n".join(_notebook_outputs("05_comparison.ipynb"))
+    printed += "\n".join(p.read_text() for p in (ROOT / "results").glob("*/table.md"))
+    text = (ROOT / "book" / f"{chapter}.md").read_text()
+    missing = sorted({m for m in INTERVAL.findall(text) if m not in printed and m.lstrip("+") not in printed})
+    assert not missing, f"book/{chapter}.md quotes intervals no code of record prints: {missing}"
