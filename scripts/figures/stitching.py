@@ -4,8 +4,9 @@ the stitching grid's trained agents); and the success rate against gradient step
 task 1 (`results/stitching-budget`, experiments/stitching.sh); and IQL's advantages along the path with its policy in
 the start cell (`results/stitching-diagnostics/advantages.json`, experiments/maze_advantages.py); and the success of
 new actors trained on those runs' fixed critics (`results/stitching-extraction`, experiments/maze_extraction.py); and
-IQL's policy around the wall of stitch task 3 (`results/stitching-diagnostics/task3/advantages.json`). The gridworld
-figure of the same chapter is saved by notebook 04b."""
+IQL's policy around the wall of stitch task 3 (`results/stitching-diagnostics/task3/advantages.json`); and the maze
+itself, its five tasks and a sample of each dataset's trajectories, with the pieces path-BC and goal-BC clone
+(`minirl.maze`, the datasets made on first use). The gridworld figure of the same chapter is saved by notebook 04b."""
 from __future__ import annotations
 
 import csv
@@ -301,6 +302,57 @@ def extraction_figure(out_dir: Path) -> Path:
     return path
 
 
+def maze_figure(out_dir: Path) -> Path:
+    """pointmaze-medium: its walls, the five tasks' starts and goals, a sample of the stitch and the navigate data, and
+    for task 1 the pieces the imitation controls clone (``maze.goal_pieces``)."""
+    from minirl import datasets, maze
+    lay = maze.layout("medium")
+    u = lay.unit
+    fig, axes = plt.subplots(1, 2, figsize=(12.4, 6.6))
+    for ax, kind, sample in ((axes[0], "stitch", 120), (axes[1], "navigate", 12)):
+        for i, j in zip(*np.nonzero(lay.walls)):
+            x, y = lay.center((i, j))
+            ax.add_patch(Rectangle((x - u / 2, y - u / 2), u, u, color="0.35", lw=0))
+        traj = maze.load_trajectories("medium", kind, sample, datasets.data_dir(), progress=False)
+        for k, path in enumerate(traj["observations"]):
+            ax.plot(path[:, 0], path[:, 1], color="0.7", lw=0.6, alpha=0.7, zorder=1,
+                    label=f"{sample} of the data's trajectories" if k == 0 else None)
+        name = f"pointmaze-medium-{kind}-singletask-task1"
+        ds = datasets.load_dataset(name, progress=False)
+        pieces = maze.goal_pieces(ds, name, from_start_cell=kind == "navigate")
+        ends = np.flatnonzero(pieces.terminals)
+        starts = np.r_[0, ends[:-1] + 1]
+        long = [(a, b) for a, b in zip(starts, ends) if b > a]
+        for k, (a, b) in enumerate(long[:: max(len(long) // 12, 1)][:12]):
+            xy = pieces.observations[a:b + 1, :2]
+            what = ("path-BC's data: pieces from task 1's start cell to its goal" if kind == "navigate"
+                    else "goal-BC's data: pieces that end at task 1's goal (none from its start)")
+            ax.plot(xy[:, 0], xy[:, 1], color="tab:blue", lw=1.2, alpha=0.8, zorder=2, label=what if k == 0 else None)
+        for t, (start, goal) in enumerate(lay.tasks, 1):
+            sx, sy = lay.center(start)
+            gx, gy = lay.goal_xy(t)
+            ax.plot(sx, sy, "x", color="crimson", ms=10, mew=2.5, zorder=5, label="a task's start" if t == 1 else None)
+            ax.plot(gx, gy, "*", color="gold", mec="black", ms=15, zorder=5, label="its goal" if t == 1 else None)
+            ax.annotate(str(t), (sx, sy), xytext=(5, 5), textcoords="offset points", color="crimson", fontsize=10,
+                        fontweight="bold", zorder=6)
+            ax.annotate(str(t), (gx, gy), xytext=(6, -12), textcoords="offset points", color="black", fontsize=10,
+                        fontweight="bold", zorder=6)
+        h, w = lay.walls.shape
+        ax.set_xlim(lay.center((0, 0))[0] - u / 2, lay.center((0, w - 1))[0] + u / 2)
+        ax.set_ylim(lay.center((h - 1, 0))[1] + u / 2, lay.center((0, 0))[1] - u / 2)   # row 0 at the top
+        ax.set_aspect("equal")
+        ax.set_xlabel("x (maze units; a cell is 4)")
+        ax.set_ylabel("y (maze units)")
+        length = maze.LENGTH[kind]
+        ax.set_title(f"pointmaze-medium-{kind}: {maze.TRAJECTORIES[kind]:,} trajectories of {length:,} steps",
+                     fontsize=11)
+        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.1), fontsize=9, ncol=2, frameon=False)
+    fig.tight_layout()
+    path = out_dir / "stitching_maze.png"
+    plots.save_figure(fig, path)
+    return path
+
+
 def main(out_dir: Path) -> list[Path]:
     panels = [(json.loads((ROLLOUTS / f"{name}.json").read_text()), title) for name, title in PANELS
               if (ROLLOUTS / f"{name}.json").is_file()]
@@ -320,4 +372,4 @@ def main(out_dir: Path) -> list[Path]:
         path = out_dir / "stitching_rollouts.png"
         plots.save_figure(fig, path)
         return [path, budget_figure(out_dir), advantages_figure(out_dir), extraction_figure(out_dir),
-                wall_figure(out_dir)]
+                wall_figure(out_dir), maze_figure(out_dir)]
