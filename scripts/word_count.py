@@ -6,9 +6,11 @@
 
 What is counted (``minirl.classroom.reading``, which the course table's reading times use too): every page the table
 of contents (`_toc.yml`) lists, a prose page as its whole Markdown source (math, directives and code blocks included,
-HTML comments left out), a notebook as the text of its Markdown cells (its code and outputs are not read as prose). Two kinds of page are listed but not counted, because they are not required reading:
+HTML comments left out), a notebook as the text of its Markdown cells (its code and outputs are not read as prose). Three kinds of page are listed but not counted, because they are not a student's required reading:
 the exercises page (``book/exercises``) and the laboratory appendix (``book/lab`` and the pages under it), which
-holds the per-seed numbers, machines and investigations behind the chapters' results.
+holds the per-seed numbers, machines and investigations behind the chapters' results. The instructors' guide
+(``book/instructors``: releasing, grading, the grader's threat model) is read by the course's teachers, not by its
+students, so it is not counted either (from 1 December 2026; the course page, which students read, is).
 
 A chapter is a prose page with its notebooks (the toc's sections under it). Its reading time is its words at
 WORDS_PER_MINUTE, for mathematical text, rounded to the nearest 5 minutes; a chapter states it at its top as
@@ -29,7 +31,7 @@ from minirl.classroom.reading import WORDS_PER_MINUTE, minutes, page_text, words
 
 ROOT = Path(__file__).resolve().parent.parent
 BUDGET = 35_000
-NOT_COUNTED = ("book/exercises", "book/lab")   # a page is left out if its path is one of these or under one
+NOT_COUNTED = ("book/exercises", "book/lab", "book/instructors")   # left out: that path, or a page under it
 STATED = re.compile(r"Reading time:\**\s*about\s+(\d+)\s+minutes")
 INTRO_ROW = re.compile(r"^\|[^|]*\{doc\}`([\w/]+)`[^\n]*\|\s*(\d+)\s*\|\s*$", re.M)  # the intro's reading path
 
