@@ -128,6 +128,16 @@ def test_results_errors(tmp_path):
         gb.load_results(tmp_path / "bad.json")
     with pytest.raises(gb.GradebookError, match="is also in"):
         gb.load_results([tmp_path / "r.json", tmp_path / "r.json"])
+    data = json.loads((tmp_path / "r.json").read_text())
+    data[0]["grade"] = "A"
+    (tmp_path / "bad.json").write_text(json.dumps(data))
+    with pytest.raises(gb.GradebookError, match=r"bad.json: row 1: unknown field 'grade'"):
+        gb.load_results(tmp_path / "bad.json")
+    data = json.loads((tmp_path / "r.json").read_text())
+    data[0]["points"] = 7
+    (tmp_path / "bad.json").write_text(json.dumps(data))
+    with pytest.raises(gb.GradebookError, match=r"row 1: points: 7 outside 0..points_possible \(2\)"):
+        gb.load_results(tmp_path / "bad.json")
     grader.write_csv(results, tmp_path / "r.csv")
     text = (tmp_path / "r.csv").read_text().replace("points_possible", "points_max", 1)
     (tmp_path / "bad.csv").write_text(text)
@@ -495,3 +505,33 @@ def test_runs_as_a_module():
     out = subprocess.run([sys.executable, "-m", "minirl.classroom.gradebook_cli", "--help"], capture_output=True,
                          text=True, env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
     assert out.returncode == 0 and "intake" in out.stdout and "marks-template" in out.stdout
+
+
+def test_yaml_marks_merge(tmp_path, roster):
+    pytest.importorskip("yaml")
+    (tmp_path / f"{NB2}.yml").write_text(f"notebook: {NB2}\nmarks:\n  - student: chloe\n    task: {WRITTEN2}\n"
+                                         "    item: None\n    points: 0\n    comment: no mechanism\n")
+    book = gb.build(class_results(), roster, gb.load_marks([tmp_path / f"{NB2}.yml"], class_results(),
+                                                           gb.load_rubrics()))
+    assert book.scores["chloe", NB2].marks[WRITTEN2].comment == "no mechanism" and book.total("chloe") == 24
+    assert f"chloe: {NB2} {WRITTEN2}: not marked (counted 0)" not in book.warnings
+
+
+def test_the_commands_register_on_another_parser(tmp_path, capsys):
+    """What minirl/classroom/cli.py needs to offer them as ``python -m minirl.classroom gradebook ...``."""
+    import argparse
+
+    from minirl.classroom import gradebook_cli
+    p = argparse.ArgumentParser(prog="python -m minirl.classroom")
+    sub = p.add_subparsers(dest="command", required=True)
+    sub.add_parser("grade")  # the classroom's own commands stay as they are
+    gradebook_cli.add_commands(sub)
+    roster = write_roster(tmp_path / "roster.csv", ROSTER)
+    grader.write_csv(class_results(), tmp_path / "r.csv")
+    (tmp_path / "c.toml").write_text('[class]\nname = "RL 2027"\n')
+    a = p.parse_args(["gradebook", str(tmp_path / "r.csv"), "--roster", str(roster), "--settings",
+                      str(tmp_path / "c.toml")])
+    assert gradebook_cli.run(a) == 0
+    out = capsys.readouterr().out
+    assert "# Gradebook: RL 2027" in out and "| Baker, Ben (ben) | 6 | not submitted | 6 |" in out
+    assert f"warning: ana: {NB2} {WRITTEN2}: not marked (counted 0)" in out

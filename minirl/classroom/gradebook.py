@@ -34,6 +34,8 @@ How a class goes from the LMS to the gradebook (the documented sequence)
 
 The class settings (TOML, every key optional)::
 
+    [class]
+    name = "Offline RL, spring 2027"        # the gradebook's title
     [late]
     deadline = 2027-02-01T23:59:00+01:00   # every notebook's deadline (a TOML date-time or an ISO string, with offset)
     grace_minutes = 10                      # submissions this late are on time
@@ -468,6 +470,7 @@ class Settings:
     canvas_late_days: int = 1
     timestamps: str = "lms"
     canvas_columns: dict[str, str] = field(default_factory=dict)
+    name: str = ""                 # [class] name: the gradebook's title
 
     def deadline_of(self, notebook: str) -> dt.datetime | None:
         return self.deadlines.get(notebook, self.deadline)
@@ -547,6 +550,10 @@ def load_settings(path: Path | None) -> Settings:
         if late["timestamps"] not in ("lms", "files"):
             raise GradebookError(f"{path}: [late] timestamps: {late['timestamps']!r}; expected \"lms\" or \"files\"")
         s.timestamps = late["timestamps"]
+    name = data.get("class", {}).get("name", "")
+    if not isinstance(name, str):
+        raise GradebookError(f"{path}: [class] name: expected text, got {name!r}")
+    s.name = name.strip()
     for nb, col in data.get("canvas", {}).get("columns", {}).items():
         if not isinstance(col, str) or not col.strip():
             raise GradebookError(f"{path}: [canvas.columns] {nb}: expected the Canvas column's name as text")
@@ -807,7 +814,7 @@ def summary_rows(book: Gradebook) -> list[list[str]]:
 
 def summary_markdown(book: Gradebook) -> str:
     """The gradebook as Markdown: the late policy, a row per student (notebook totals, overall), the warnings."""
-    lines = [f"# Gradebook", "", book.settings.policy(), "",
+    lines = [f"# Gradebook{': ' + book.settings.name if book.settings.name else ''}", "", book.settings.policy(), "",
              "| student | " + " | ".join(book.notebooks) + " | total |",
              "| --- | " + " | ".join("---:" for _ in book.notebooks) + " | ---: |",
              "| points possible | " + " | ".join(str(book.possible_of(nb)) for nb in book.notebooks)
