@@ -231,3 +231,91 @@ def test_a_judged_task_needs_the_values_not_the_verdict():
     forged = [{"value": {"v": 1.0}, "passed": True}] * 5
     verdict, _ = grader.judge_task("policy_transition", forged)
     assert verdict["passed"] == 0
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Known answers: constants read off the self-check fail the graded run (fresh inputs per student and task)
+# ---------------------------------------------------------------------------------------------------------------
+
+def _public_outputs(task: str, answer) -> list:
+    """What ``answer`` returns at each check of ``task`` on the public inputs (as the self-check shows them)."""
+    checks._MODE = "probe"
+    try:
+        del checks._PROBES[:]
+        grader.checker_of(task)(answer)
+        return [checks.decode(r["value"]).tolist() for r in checks._PROBES[-1]["results"]]
+    finally:
+        checks._MODE = "local"
+
+
+def test_constants_read_off_the_self_check_pass_it_and_fail_the_graded_run(tmp_path):
+    from minirl import tabular as tab
+    tables = {"policy_transition": _public_outputs("policy_transition", tab.policy_transition),
+              "evaluate_policy": _public_outputs("evaluate_policy", lambda P, R, gamma, pi: tab.evaluate_policy_exact(
+                  tab.FiniteMDP(P, R, gamma), pi))}
+    constants = {task: f"import numpy as np\n_K = {json.dumps(values)}\n\ndef {task}(*args):\n"
+                       f"    return np.array(_K.pop(0))\n" for task, values in tables.items()}
+    path = write(tmp_path / "class", "kim", NB, filled(NB, replace=constants))
+    rows, _ = grader.check_notebook(path)
+    public = {r.task: r.status for r in rows}
+    assert public["policy_transition"] == public["evaluate_policy"] == "passed", public
+    results, _ = grader.grade_folder(tmp_path / "class", parallel=1)
+    graded = {t: r.status for t, r in rows_of(results, "kim").items()}
+    assert graded["policy_transition"] == graded["evaluate_policy"] == "failed", graded
+    assert graded["empirical_mdp"] == "passed"  # the honest answers beside them: any inputs
+
+
+def test_the_draw_depends_on_the_key_the_student_and_the_task():
+    d = grader.fresh_draw
+    assert d("k", "ana", NB, "policy_transition") == d("k", "ana", NB, "policy_transition")
+    assert len({d("k", "ana", NB, "policy_transition"), d("k2", "ana", NB, "policy_transition"),
+                d("k", "ben", NB, "policy_transition"), d("k", "ana", NB, "evaluate_policy")}) == 4
+    assert grader.grading_key("given") == "given" and grader.grading_key() != grader.grading_key()
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Delegation: the task's reference cannot run while its answer runs, even with the watch switched off
+# ---------------------------------------------------------------------------------------------------------------
+
+def _untraced(call):
+    """An answer that switches the reference watch off, then delegates."""
+    def answer(*args):
+        import threading
+        sys.settrace(None)
+        threading.settrace(None)
+        return call(*args)
+    return answer
+
+
+def _delegations():
+    from minirl import iql, plots, stitching
+    from minirl import tabular as tab
+    from minirl.classroom import checks as C
+    return {
+        "policy_transition": _untraced(lambda P, pi: tab.policy_transition(P, pi)),
+        "expectile_loss": _untraced(lambda diff, tau: iql.expectile_loss(diff, tau)),
+        "iql_update": _untraced(lambda agent, batch: agent.update(batch)),
+        "iqm": _untraced(lambda values: plots.iqm(values)),
+        "one_step_policy": _untraced(lambda m, p, s: stitching.one_step_policy(m, p, s)),
+        "optimism_experiment": _untraced(lambda: (lambda r: (r["J_hat"], r["J_true"]))(C.optimism_experiment())),
+    }
+
+
+@pytest.mark.parametrize("task", list(_delegations()))
+def test_the_reference_cannot_run_even_with_the_watch_off(task, capsys):
+    del checks._VERDICTS[:]
+    grader.checker_of(task)(_delegations()[task])
+    verdict = checks._VERDICTS[-1]
+    out = capsys.readouterr().out
+    assert verdict["uses_reference"] and verdict["passed"] < verdict["n"], out
+    assert "is not available while this task is graded" in out
+
+
+@pytest.mark.parametrize("task", ["policy_transition", "iql_update"])
+def test_without_the_stub_the_untraced_delegation_would_pass(task, capsys, monkeypatch):
+    """What the stub is for: with only the watch, switching it off hands the task to the reference."""
+    monkeypatch.setattr(checks.Unavailable, "__enter__", lambda self: self)
+    del checks._VERDICTS[:]
+    grader.checker_of(task)(_delegations()[task])
+    verdict = checks._VERDICTS[-1]
+    assert verdict["passed"] == verdict["n"] > 0, capsys.readouterr().out

@@ -120,7 +120,11 @@ def _train(agent, update, batch, steps: int, keys: tuple[str, ...]) -> list[dict
 
 def _check_agent(task: str, fn, make_agent, batch, keys: tuple[str, ...], probes: dict, reference) -> None:
     """Train a seeded agent with ``fn`` and minirl's agent with ``agent.update`` for :data:`AGENT_STEPS` updates on
-    the same batch; compare the losses after the first and the last update, then every ``probes[name](agent)``."""
+    the same batch; compare the losses after the first and the last update, then every ``probes[name](agent)``.
+    While grading, both agents start from the seed drawn for the task (:func:`~minirl.classroom.checks.fresh`)."""
+    from . import checks
+    if checks._FRESH is not None:
+        make_agent = (lambda make: lambda: make(seed=checks.fresh(0) % (2 ** 31)))(make_agent)
     reference_run: dict = {}
 
     def want():  # minirl's own agent, trained where verdicts are computed (never in the grading child)

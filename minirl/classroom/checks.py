@@ -7,9 +7,12 @@ writes code, then a checker cell::
 
 A checker compares the student's code with minirl's own on fixed and random inputs (edge cases included) and prints
 one line per task, e.g. ``expectile_loss: 5/5 checks passed``, after each failed check with its input, the expected
-and the obtained values; code that still raises ``NotImplementedError`` prints ``not implemented yet``. Each
-:meth:`Checks.report` also records its verdict in ``_VERDICTS``, where the grader (:mod:`minirl.classroom.sandbox`)
-reads it.
+and the obtained values; code that still raises ``NotImplementedError`` prints ``not implemented yet``.
+
+While grading, a checker runs twice: in the grading child (``probe``: it calls the answer and records what it
+returned as plain data, :func:`encode`) and in the grader (``judge``: it replays those values, :func:`decode`, against
+references computed there). While a task's answer runs, the task's reference cannot (:class:`Unavailable`); its
+random inputs are drawn per student and task while grading (:func:`fresh`).
 
 This file holds the *function* tasks (a loss, a target: chapter 1's tabular functions and its optimism experiment,
 the losses of BCQ, CQL and IQL). The *agent* and *experiment* tasks are in :mod:`minirl.classroom.agent_checks`.
@@ -72,6 +75,19 @@ _MODE = "local"
 _PROBES: list[dict] = []          # probe: one entry per checker run, {"task", "results", "uses_reference"}
 _REPLAY: dict[str, list] = {}     # judge: task -> the child's recorded results, in order
 MAX_ELEMENTS = 1_000_000          # numbers one recorded value may hold
+
+
+_FRESH: int | None = None        # while grading: the draw of this student's task (grader.fresh_draw); None: public
+
+
+def fresh(seed: int) -> int:
+    """The seed of a check's random input: ``seed`` itself for the public inputs (a student's own run, the
+    self-check), and while grading one derived from the draw of the instructor's key, the student and the task, the
+    same in the child and in the judge. A constant read off the self-check fails the graded run."""
+    if _FRESH is None:
+        return seed
+    import hashlib
+    return int.from_bytes(hashlib.sha256(f"{_FRESH}:{seed}".encode()).digest()[:4], "little")
 
 
 class Ref:
@@ -254,6 +270,66 @@ class ReferenceWatch:
         return False
 
 
+class Unavailable:
+    """``with Unavailable(references):`` the references cannot run: each one's code is swapped for code that raises
+    ``ReferenceError("minirl grader: ...")`` (so every alias, import, bound method, ``super()`` call or copy of the function
+    object reaches the stub), and put back on exit. What is called is recorded in :attr:`used`.
+
+    It closes the routes the trace of :class:`ReferenceWatch` can be switched off for (``sys.settrace(None)`` in the
+    answer). What stays open: the reference's code object itself, kept by the answer before the check (``c =
+    f.__code__``) and run as a new function; a function with closure cells whose stub cannot be built (watched only)."""
+
+    def __init__(self, references):
+        self.functions, self.used = [], []
+        for ref in references:
+            function = getattr(ref, "__func__", ref)
+            code = getattr(function, "__code__", None)
+            if code is not None:
+                stub = self._stub(code, _reference_name(function))
+                if stub is not None:
+                    self.functions.append((function, code, stub))
+
+    def _stub(self, code, name: str):
+        free = code.co_freevars
+        lines = ["def _outer():"] + [f"    {v} = None" for v in free] + [
+            f"    def {code.co_name}(*args, **kwargs):"]
+        if free:
+            lines.append(f"        ({', '.join(free)},)")
+        # the stub runs with the reference's own globals: only builtins and constants in it
+        message = (f"{self.MARK}{name} is not available while this task is graded: write the task's code yourself "
+                   "(minirl's other pieces are yours to use)")
+        lines += [f"        raise ReferenceError({message!r})", f"    return {code.co_name}"]
+        scope: dict = {}
+        try:
+            exec(compile("\n".join(lines), f"<unavailable {name}>", "exec"), scope)  # noqa: S102 - our own text
+            stub = scope["_outer"]().__code__
+        except SyntaxError:
+            return None
+        return stub if stub.co_freevars == free else None
+
+    MARK = "minirl grader: "
+
+    def noticed(self, error: BaseException) -> bool:
+        """Whether ``error`` is a stub's (the answer ran the reference); its name is then recorded in :attr:`used`."""
+        text = str(error)
+        if not (isinstance(error, ReferenceError) and text.startswith(self.MARK)):
+            return False
+        name = text[len(self.MARK):].split(" is not available", 1)[0]
+        if name not in self.used:
+            self.used.append(name)
+        return True
+
+    def __enter__(self):
+        for function, _, stub in self.functions:
+            function.__code__ = stub
+        return self
+
+    def __exit__(self, *exc):
+        for function, code, _ in self.functions:
+            function.__code__ = code
+        return False
+
+
 class Checks:
     """Run a task's checks, print failures with their inputs, then one summary line ``<task>: k/n checks passed``.
 
@@ -270,6 +346,7 @@ class Checks:
         self.task, self.n, self.passed, self.not_implemented = task, 0, 0, None
         references = () if reference is None else reference if isinstance(reference, (tuple, list)) else (reference,)
         self.watch = ReferenceWatch(references) if references and _MODE != "judge" else None
+        self.unavailable = Unavailable(references) if references and _MODE != "judge" else None
         self.recorded: list[dict] = []                       # probe: what the answer returned, check by check
         self.replay = list(_REPLAY.get(task, [])) if _MODE == "judge" else None
 
@@ -279,11 +356,13 @@ class Checks:
             if self.watch is None:
                 got = call()
             else:
-                with self.watch:
+                with self.unavailable, self.watch:
                     got = call()
         except NotImplementedError as e:
             return "ni", str(e) or "NotImplementedError"
         except Exception as e:  # noqa: BLE001 - any error is reported to the student with its input
+            if self.unavailable is not None and self.unavailable.noticed(e):
+                return "raised", f"it ran the task's reference implementation ({e})"
             return "raised", f"{type(e).__name__}: {e}"
         return "value", got
 
@@ -342,6 +421,7 @@ class Checks:
 
     def report(self) -> None:
         used = list(self.watch.used) if self.watch is not None else []
+        used += [u for u in (self.unavailable.used if self.unavailable is not None else []) if u not in used]
         if _MODE == "probe":
             _PROBES.append({"task": self.task, "results": self.recorded, "uses_reference": used})
             print(f"{self.task}: {len(self.recorded)} answers recorded for the grader")
@@ -362,7 +442,7 @@ class Checks:
 # ---------------------------------------------------------------------------------------------------------------
 
 def _random_policy(S: int, A: int, seed: int) -> np.ndarray:
-    w = np.random.default_rng(seed).random((S, A)) + 0.05
+    w = np.random.default_rng(fresh(seed)).random((S, A)) + 0.05
     return w / w.sum(axis=1, keepdims=True)
 
 
@@ -386,7 +466,7 @@ def check_policy_transition(fn) -> None:
     one = np.ones((1, 1, 1))
     c.compare("one state, one action", lambda: fn(one, np.ones((1, 1))), np.ones((1, 1)))
     for seed, (S, A) in [(0, (4, 3)), (1, (6, 2))]:
-        m = tab.random_mdp(S, A, seed=seed)
+        m = tab.random_mdp(S, A, seed=fresh(seed))
         pi = _random_policy(S, A, seed + 100)
         c.compare(f"random MDP S={S} A={A} seed={seed}, random pi", lambda: fn(m.P, pi), tab.policy_transition(m.P, pi))
     return c.report()
@@ -403,7 +483,7 @@ def check_evaluate_policy(fn) -> None:
               np.array([[0.0, 9.0], [10.0, 1.0]]))
     c.compare("two-state MDP, gamma=0 (Q = R)", lambda: fn(P, R, 0.0, stay), R)
     for seed, (S, A, gamma) in [(0, (4, 3, 0.9)), (1, (6, 2, 0.5)), (2, (5, 4, 0.99))]:
-        m = tab.random_mdp(S, A, gamma=gamma, seed=seed)
+        m = tab.random_mdp(S, A, gamma=gamma, seed=fresh(seed))
         pi = _random_policy(S, A, seed + 100)
         c.compare(f"random MDP S={S} A={A} gamma={gamma} seed={seed}", lambda: fn(m.P, m.R, gamma, pi),
                   tab.evaluate_policy_exact(m, pi), atol=1e-5)
@@ -428,8 +508,8 @@ def check_empirical_mdp(fn) -> None:
 
     compare_all("s=[0, 0, 1], a=[1, 1, 0], r=[1, 3, 2], s_next=[1, 0, 1], S=2, A=2 (pair (0,0) and (1,1) unseen)",
                 ([0, 0, 1], [1, 1, 0], [1.0, 3.0, 2.0], [1, 0, 1], 2, 2))
-    rng = np.random.default_rng(7)
-    m = tab.random_mdp(5, 3, seed=3)
+    rng = np.random.default_rng(fresh(7))
+    m = tab.random_mdp(5, 3, seed=fresh(3))
     d = tab.sample_dataset(m, _random_policy(5, 3, 4), 200, seed=int(rng.integers(1000)))
     compare_all("200 transitions of a random MDP S=5 A=3 seed=3", (d["s"], d["a"], d["r"], d["s_next"], 5, 3))
     return c.report()
@@ -491,7 +571,7 @@ def _check_cases(task: str, fn, reference, cases, atol: float = 1e-5) -> Checks:
 
 def _randn(*shape, seed: int, scale: float = 1.0):
     import torch
-    return scale * torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
+    return scale * torch.randn(*shape, generator=torch.Generator().manual_seed(fresh(seed)))
 
 
 def _check_detached(c: Checks, fn, args: tuple, index: int, name: str, description: str) -> None:

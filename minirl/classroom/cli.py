@@ -60,6 +60,8 @@ def main(argv: list[str] | None = None) -> int:
     g.add_argument("--parallel", type=int, default=min(4, os.cpu_count() or 1),
                    help="notebooks graded at once (default %(default)s)")
     g.add_argument("--notebooks", help="comma-separated exercises to grade (default: every one submitted)")
+    g.add_argument("--key", type=Path, help="a file holding the instructor's key: the graded inputs are drawn from it, "
+                   "the student and the task (default: $MINIRL_GRADER_KEY, else new inputs every run)")
     r = sub.add_parser("class-release", help="the book and the student copies without any solution text")
     r.add_argument("out", type=Path, help="a new folder")
     r.add_argument("--no-build", action="store_true", help="only the student copies, not the book")
@@ -79,8 +81,11 @@ def main(argv: list[str] | None = None) -> int:
             return 0 if all(r.passed for r in rows if r.level != "written") else 1
         if a.command == "grade":
             notebooks = [n.strip().removesuffix(".ipynb") for n in a.notebooks.split(",")] if a.notebooks else None
+            key = a.key.read_text().strip() if a.key else None
+            if a.key and not key:
+                raise grader.GradingError(f"--key {a.key}: the file is empty; expected the instructor's key (any text)")
             results, _ = grader.grade_folder(a.folder, time_limit=a.time_limit, parallel=a.parallel,
-                                              notebooks=notebooks)
+                                              notebooks=notebooks, key=key)
             print(grader.table(results))
             if a.csv:
                 grader.write_csv(results, a.csv)

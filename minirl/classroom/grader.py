@@ -396,7 +396,23 @@ def _never_called(*args, **kwargs):
     raise RuntimeError("the grader never runs a submission's code in its own process")
 
 
-def judge_task(task: str, results: list) -> tuple[dict, str]:
+def fresh_draw(key: str, student: str, notebook: str, task: str) -> int:
+    """The draw behind a task's graded inputs (:func:`minirl.classroom.checks.fresh`): an HMAC of the student, the
+    notebook and the task under the instructor's key, so nobody without the key knows the inputs in advance."""
+    import hashlib
+    import hmac
+    digest = hmac.new(key.encode(), f"{student}\0{notebook}\0{task}".encode(), hashlib.sha256).digest()
+    return int.from_bytes(digest[:6], "little")
+
+
+def grading_key(key: str | None = None) -> str:
+    """The key of a grading run: ``key``, else ``$MINIRL_GRADER_KEY``, else a random one (fresh inputs every run)."""
+    import secrets
+    key = key or os.environ.get("MINIRL_GRADER_KEY") or secrets.token_hex(16)
+    return key
+
+
+def judge_task(task: str, results: list, fresh: int | None = None) -> tuple[dict, str]:
     """The verdict on one task, computed here (the grader's process): the task's checker runs in ``judge`` mode,
     each of its checks comparing the value the child recorded (plain data) with the reference computed here.
     Returns ``(verdict, the checker's printed output)``."""
@@ -404,8 +420,8 @@ def judge_task(task: str, results: list) -> tuple[dict, str]:
 
     from . import checks
     out = io.StringIO()
-    previous = checks._MODE, checks._REPLAY, checks._VERDICTS
-    checks._MODE, checks._REPLAY, checks._VERDICTS = "judge", {task: list(results)}, []
+    previous = checks._MODE, checks._REPLAY, checks._VERDICTS, checks._FRESH
+    checks._MODE, checks._REPLAY, checks._VERDICTS, checks._FRESH = "judge", {task: list(results)}, [], fresh
     try:
         with contextlib.redirect_stdout(out):
             try:
@@ -414,7 +430,7 @@ def judge_task(task: str, results: list) -> tuple[dict, str]:
                 print(f"check FAILED: the grader could not judge this task ({type(e).__name__}: {e})")
         found = [v for v in checks._VERDICTS if v["task"] == task]
     finally:
-        checks._MODE, checks._REPLAY, checks._VERDICTS = previous
+        checks._MODE, checks._REPLAY, checks._VERDICTS, checks._FRESH = previous
     verdict = found[-1] if found else {"task": task, "passed": 0, "n": 0, "not_implemented": None,
                                        "uses_reference": []}
     return verdict, out.getvalue()
@@ -433,7 +449,7 @@ def judge(job: Job) -> None:
             probes[r["step"]] = r
     for step, r in probes.items():
         results = r.get("results") if isinstance(r.get("results"), list) else []
-        verdict, output = judge_task(r["task"], results)
+        verdict, output = judge_task(r["task"], results, job.steps[step].get("fresh"))
         used = r.get("uses_reference")
         verdict["uses_reference"] = [str(u)[:200] for u in used][:5] if isinstance(used, list) else []
         job.judged[step], job.details[step] = verdict, output
@@ -591,7 +607,10 @@ def exercise_of(path: Path, nb: dict | None, specs: dict) -> str | None:
     return path.stem if path.stem in specs else None
 
 
-def prepare(student: str, notebook: str, path: Path | None, spec: dict, time_limit: float | None = None) -> Job:
+def prepare(student: str, notebook: str, path: Path | None, spec: dict, time_limit: float | None = None,
+            key: str | None = None) -> Job:
+    """A job for one notebook; with ``key``, each check step gets the draw of its fresh inputs (:func:`fresh_draw`),
+    without, the public inputs of the self-check."""
     job = Job(student, notebook, path, spec, time_limit=time_limit_of(spec, time_limit))
     if path is not None:
         nb, problem = read_submission(path)
@@ -599,13 +618,18 @@ def prepare(student: str, notebook: str, path: Path | None, spec: dict, time_lim
             job.invalid = problem
         else:
             job.steps, job.found = build_program(spec, nb)
+            for step in job.steps:
+                if step["kind"] == "check" and key is not None:
+                    step["fresh"] = fresh_draw(key, student, notebook, step["task"])
     return job
 
 
 def grade_folder(folder: Path, checks: Path = CHECKS_FILE, time_limit: float | None = None,
                  parallel: int = 2, notebooks: list[str] | None = None, use_fork: bool | None = None,
-                 progress=None) -> tuple[list[TaskResult], list[Job]]:
-    """Grade ``folder/<student>/<exercise>.ipynb``: one :class:`TaskResult` per student and task."""
+                 progress=None, key: str | None = None) -> tuple[list[TaskResult], list[Job]]:
+    """Grade ``folder/<student>/<exercise>.ipynb``: one :class:`TaskResult` per student and task, each task judged
+    on inputs drawn from ``key`` (:func:`grading_key`), the student and the task."""
+    key = grading_key(key)
     folder = Path(folder)
     if parallel < 1:
         raise GradingError(f"--parallel must be at least 1 (notebooks graded at once), got {parallel}")
@@ -639,7 +663,7 @@ def grade_folder(folder: Path, checks: Path = CHECKS_FILE, time_limit: float | N
             raise GradingError(f"unknown exercise {n!r}: expected one of {', '.join(specs)}")
     for student in students:
         for n in wanted:
-            jobs.append(prepare(student.name, n, submitted.get((student.name, n)), specs[n], time_limit))
+            jobs.append(prepare(student.name, n, submitted.get((student.name, n)), specs[n], time_limit, key))
     forbidden = [str(SOLUTIONS), str(folder.resolve())]
     try:
         run_jobs(jobs, forbidden, parallel, use_fork, progress)

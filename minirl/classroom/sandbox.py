@@ -390,6 +390,7 @@ def run_child(steps: list[dict], work: str, result_path: str, forbidden: list[st
             restore()
         if step["kind"] == "check":
             shell.user_ns.update(checkers)
+        checks._FRESH = step.get("fresh")  # the inputs drawn for this task (None: the public ones)
         del probes[:]
         out = io.StringIO()
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from .agent_checks import _cached, _check_sweep
-from .checks import Checks, _pick
+from .checks import Checks, _pick, fresh
 
 STITCH_TAUS = (0.5, 0.6, 0.7, 0.75, 0.8, 0.9, 0.99)  # IQL's expectile, the stitching chapter's experiment
 STITCH_CASES = ((90, 5, 5, 0.5), (60, 3, 4, 0.45), (40, 10, 2, 0.3))  # (n_a, n_b, n_c, decoy reward)
@@ -38,6 +38,7 @@ def _random_offline_problem(S: int, A: int, seed: int, n: int = 300, gamma: floa
     """A random MDP with rewards in [-1, 0] (an action outside the data looks good: its self-loop pays 0) and ``n``
     transitions of a behaviour that takes actions 0 and 1 only; returns ``(mdp_hat, support, pi_hat)``."""
     from .. import tabular as tab
+    seed = fresh(seed)
     mdp = tab.random_mdp(S, A, gamma=gamma, seed=seed, branching=2, reward_range=(-1.0, 0.0))
     pi = np.zeros((S, A))
     pi[:, 0] = np.random.default_rng(seed + 50).uniform(0.2, 0.8, S)
