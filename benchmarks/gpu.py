@@ -28,7 +28,8 @@ Options for a later session: ``--run maze`` makes the real run IQL on ``--maze-d
 (``--maze-settings ogbench``: 3 x 512 LayerNorm, batch 1024) or at those of the `cpu` scale's maze runs
 (``--maze-settings cpu``: 2 x 256 LayerNorm, batch 256, the schedule over ``--max-train-steps``), with ``--set`` for
 IQL's fields (``expectile=0.5``). ``--algo`` makes it another of the maze grid's methods at the `cpu` scale's
-settings (``bc``, ``10%bc`` on the best tenth of the trajectories, ``cql`` and ``bcq`` with the maze's settings of
+settings (``bc``, ``10%bc`` on the best tenth of the trajectories, ``goal-bc`` and ``path-bc`` on the pieces that
+reach the goal (``maze.goal_pieces``), ``td3+bc``, ``cql`` and ``bcq`` with the maze's settings of
 ``runs.DOMAIN_CONFIG``), ``--set`` then taking that algorithm's fields; each snapshot keeps what the method acts
 with (:data:`ACTING_PARTS`: the actor, and for BCQ its VAE and critic too). The maze comes from ``$MINIRL_DATA``
 when carried there, or is made on the GPU machine (which then needs MuJoCo and ogbench carried as wheels: see
@@ -236,8 +237,9 @@ def speed_rows(data, device: str, sizes: str, seconds: float, ks: list[int], bud
 
 # What each algorithm needs to act (``act``), kept per seed at every snapshot: the actor, and for BCQ also the VAE
 # that proposes the candidate actions and the critic that picks among them
-ACTING_PARTS = {"iql": ("actor",), "bc": ("actor",), "10%bc": ("actor",), "cql": ("actor",),
-                "bcq": ("vae", "actor", "critic")}
+ACTING_PARTS = {"iql": ("actor",), "bc": ("actor",), "10%bc": ("actor",), "goal-bc": ("actor",),
+                "path-bc": ("actor",), "cql": ("actor",), "bcq": ("vae", "actor", "critic"), "td3+bc": ("actor",)}
+CLONES = ("10%bc", "goal-bc", "path-bc")  # BC's update on a filtered dataset
 RUN_ALGOS = tuple(ACTING_PARTS)
 
 
@@ -308,6 +310,9 @@ def run_data(run: str, maze_dataset: str, maze_transitions: int | None, maze_set
     fraction = getattr(runs.make_config(algo, {}), "top_fraction", 1.0)
     if fraction < 1.0:
         raw = maze.best_trajectories(raw, fraction)
+    pieces = getattr(runs.make_config(algo, {}), "goal_pieces", "off")
+    if pieces != "off":  # goal-BC and path-BC: the pieces of the data that reach the goal, as runs.run gives them
+        raw = maze.goal_pieces(raw, maze_dataset, from_start_cell=pieces == "from_start")
     if maze_settings == "ogbench":
         sizes, chosen, batch = {}, MAZE_SETTINGS, MAZE_BATCH
     else:
@@ -426,7 +431,7 @@ def run_all(args) -> int:
     data = synthetic_dataset(n=100_000 if not args.dry_run else 5_000, obs_dim=11, act_dim=3)
     data.to_tensors(device)
     capture_ok = {}
-    update = "bc" if args.algo == "10%bc" else args.algo  # 10%BC is BC's update on the best tenth of the data
+    update = "bc" if args.algo in CLONES else args.algo  # 10%BC, goal-BC, path-BC: BC's update on part of the data
     if args.skip_table:  # straight to the run: only the run's batched update's capture is checked first
         print("\n1-2. checks and table skipped (--skip-table)", flush=True)
         if device == "cuda":

@@ -85,14 +85,15 @@ def test_wrong_settings_are_named(capsys):
     assert "--results-root goes with --evaluate" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("algo", ["10%bc", "cql", "bcq"])
+@pytest.mark.parametrize("algo", ["10%bc", "goal-bc", "td3+bc", "cql", "bcq"])
 def test_the_maze_grid_s_other_methods_run_stacked_and_their_acting_parts_score(tmp_path, algo):
     """--algo: BC's, CQL's and BCQ's seeds stacked on a maze at the `cpu` scale's settings; each snapshot keeps what
     the method acts with (BCQ: its VAE, perturbation actor and critic), which --evaluate loads and plays."""
     out, root = tmp_path / "gpu", tmp_path / "results"
     maze = "pointmaze-medium-stitch-singletask-task1"
+    transitions = "40000" if algo == "goal-bc" else "5000"  # enough trajectories that some reach the goal
     assert gpu.main(["--dry-run", "--skip-table", "--run", "maze", "--maze-settings", "cpu", "--algo", algo,
-                     "--maze-transitions", "5000", "--train-seeds", "2", "--snapshot-every", "5",
+                     "--maze-transitions", transitions, "--train-seeds", "2", "--snapshot-every", "5",
                      "--max-train-steps", "10", "--budget", "600", "--out", str(out)]) == 0
     train = json.loads((out / "gpu_results.json").read_text())["train"]
     assert train["algo"] == algo and train["steps"] == 10 and train["settings"] == {}
@@ -104,6 +105,8 @@ def test_the_maze_grid_s_other_methods_run_stacked_and_their_acting_parts_score(
         assert (config["n_actions"], config["lagrange"], config["reward_multiplier"]) == (4, True, 10.0)
     if algo == "10%bc":
         assert config["top_fraction"] == 0.1
+    if algo == "goal-bc":  # trained on the pieces that reach the goal only
+        assert config["goal_pieces"] == "reach"
     assert gpu.main(["--evaluate", str(out), "--episodes", "1", "--results-root", str(root)]) == 0
     result = json.loads((root / algo / maze / "s0" / "result.json").read_text())
     assert result["algo"] == algo and result["steps"] == 10 and 0.0 <= result["success_rate"] <= 1.0
