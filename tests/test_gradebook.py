@@ -349,7 +349,7 @@ def test_feedback_lists_every_task_the_failures_rubric_items_and_mark(tmp_path, 
     for t in grader.tasks_of(SPECS[NB1]):
         assert f"| {t['task']} |" in one
     assert "| evaluate_policy | function | failed" in one and "expected [0.5, 0.5] got [1, 0]" in one
-    assert "expected 1.5 got 1.2" in one and "**Score: 6 of 8 points**" in one
+    assert "expected 1.5 got 1.2" in one and "**Score: 6 of 8 points** (auto-graded 6 of 8)\n" in one
     two = (tmp_path / "fb" / "ana" / f"{NB2}.md").read_text()
     assert f"### {WRITTEN2} (4 points): Partial, 2 of 4" in two and "Full (4) / Partial (2) / None (0)" in two
     assert "Comment: explain threshold 1" in two and "> Small is best.\n>\n> Why." in two

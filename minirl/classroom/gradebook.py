@@ -195,6 +195,8 @@ def load_roster(path: Path) -> list[Student]:
 # The grader's results
 # ---------------------------------------------------------------------------------------------------------------
 
+_KNOWN_FIELDS = ("student", "notebook", "task", "level", "status", "passed", "checks_passed", "checks_total", "message",
+                 "answer", "points", "points_possible")  # TaskResult's fields read with their types
 OPTIONAL_RESULT_FIELDS = ("details",)  # read if a results file carries them: the checks' full output, for feedback
 
 
@@ -231,7 +233,8 @@ def _result_of(raw: dict, where: str) -> TaskResult:
                    status=str(raw["status"]), passed=passed, checks_passed=integer("checks_passed", True),
                    checks_total=integer("checks_total", True), message=str(raw["message"] or ""),
                    answer=str(raw["answer"] or ""), points=integer("points", True),
-                   points_possible=integer("points_possible", False))
+                   points_possible=integer("points_possible", False),
+                   **{f: raw[f] for f in FIELDS if f not in _KNOWN_FIELDS})  # a field the grader adds: kept as read
     if not r.student or not r.notebook or not r.task:
         raise GradebookError(f"{where}: student, notebook and task must not be empty")
     if r.points is not None and not 0 <= r.points <= r.points_possible:
@@ -855,9 +858,10 @@ def feedback_markdown(book: Gradebook, student: Student, notebook: str, rubrics:
     if not c.submitted:
         out += [f"Not submitted: 0 of {c.possible} points.", ""]
         return "\n".join(out)
-    out += [f"**Score: {_number(c.total)} of {c.possible} points** (auto-graded {_number(c.auto)} of "
-            f"{c.auto_possible}, written {_number(c.written)} of {c.written_possible}"
-            + (f", late deduction -{_number(c.penalty)}" if c.penalty else "") + ")", ""]
+    parts = [f"auto-graded {_number(c.auto)} of {c.auto_possible}"]
+    parts += [f"written {_number(c.written)} of {c.written_possible}"] if c.written_possible else []
+    parts += [f"late deduction -{_number(c.penalty)}"] if c.penalty else []
+    out += [f"**Score: {_number(c.total)} of {c.possible} points** ({', '.join(parts)})", ""]
     if c.days_late:
         out += [f"Late: {c.days_late} day(s): {c.late_why}. {book.settings.policy()[0].upper()}"
                 f"{book.settings.policy()[1:]}.", ""]
