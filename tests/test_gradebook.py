@@ -535,3 +535,25 @@ def test_the_commands_register_on_another_parser(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "# Gradebook: RL 2027" in out and "| Baker, Ben (ben) | 6 | not submitted | 6 |" in out
     assert f"warning: ana: {NB2} {WRITTEN2}: not marked (counted 0)" in out
+
+
+def test_a_roster_saved_by_excel_with_a_byte_order_mark(tmp_path):
+    path = tmp_path / "r.csv"
+    path.write_bytes(("\ufefffolder,name,email\r\nana,\"Alvarez, Ana\",ana@uni.edu\r\n").encode("utf-8"))
+    assert [(s.key, s.name, s.email) for s in gb.load_roster(path)] == [("ana", "Alvarez, Ana", "ana@uni.edu")]
+
+
+def test_the_documented_sequence_parses():
+    """Every gradebook_cli command in the module's how-to is one the command line accepts (the how-to cannot drift)."""
+    import argparse
+    import shlex
+
+    from minirl.classroom import gradebook_cli
+    p = argparse.ArgumentParser()
+    gradebook_cli.add_commands(p.add_subparsers(dest="command", required=True))
+    text = gb.__doc__.replace("\\\n", " ")
+    commands = [line.split("gradebook_cli", 1)[1] for line in text.splitlines()
+                if line.strip().startswith("python -m minirl.classroom.gradebook_cli")]
+    assert [shlex.split(c)[0] for c in commands] == ["intake", "intake", "marks-template", "gradebook", "feedback"]
+    for c in commands:
+        p.parse_args(shlex.split(c))
