@@ -1,0 +1,168 @@
+"""How long the lesson pages' sentences are, and how long each page takes to read with its equations and figures.
+
+    python scripts/sentence_length.py            # a table: page, sentences, mean words a sentence, over 40, minutes
+    python scripts/sentence_length.py --check    # also exit 1 if a lesson page averages more than 25 words a sentence
+    python scripts/sentence_length.py --long bcq # list a page's sentences over 40 words, longest first
+
+The lesson pages are the chapters a student reads (:data:`LESSONS`). Their **prose** is what is left of the Markdown
+source once code blocks, display math (``$$ ... $$`` and ``{math}`` blocks), tables, headings, HTML comments and the
+directive lines of figures, admonitions, theorems and exercises (``:name:``, ``:class:`` ...) are taken out; a
+figure's caption, an admonition's text and a theorem's statement stay (they are read as sentences). Inline math and
+inline code count as one word each. A sentence ends at ``.``, ``?`` or ``!`` before a space and a capital,
+a digit, a bracket or the end of a paragraph, and at the end of a list item; abbreviations such as "e.g." and "et al."
+do not end one.
+
+The **reading time** counts more than words (``minirl.classroom.reading`` counts the whole source at 130 words a
+minute for the reading budget): prose at :data:`PROSE_WPM` words a minute, each display equation
+:data:`EQUATION_S` seconds, each figure :data:`FIGURE_S`, each table :data:`TABLE_S` and each code block
+:data:`CODE_S`. These rates are the book's assumptions, not a measured read.
+"""
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+LESSONS = ("offline_rl", "claims", "bcq", "cql", "iql", "stitching", "comparison")
+LIMIT = 25            # the mean words a sentence a lesson page may have
+LONG = 40             # a sentence over this many words is listed by --long
+PROSE_WPM = 150       # prose, words a minute
+EQUATION_S = 30       # a display equation, seconds
+FIGURE_S = 40         # a figure: look, read the axes
+TABLE_S = 30          # a table of numbers
+CODE_S = 30           # a code or pseudocode block
+
+_FENCE = re.compile(r"^(```+|~~~+)(.*)$")
+_ABBREV = re.compile(r"\b(e\.g|i\.e|et al|cf|vs|Fig|Eq|Sec|approx|resp)\.", re.I)
+_END = re.compile(r"(?<=[.?!])\s+(?=[A-Z0-9(\[*`$\"'])")
+
+
+def blocks(source: str) -> dict:
+    """The page split into its parts: ``prose`` (a list of paragraphs) and counts of ``equations``, ``figures``,
+    ``tables`` and ``code`` blocks."""
+    source = re.sub(r"<!--.*?-->", " ", source, flags=re.S)
+    lines, prose, para = source.splitlines(), [], []
+    counts = {"equations": 0, "figures": 0, "tables": 0, "code": 0}
+    fence, kind, in_math, in_table = None, None, False, False
+
+    def flush():
+        if para:
+            prose.append(" ".join(para))
+            para.clear()
+
+    for line in lines:
+        stripped = line.strip()
+        if fence is not None:  # inside a fenced block
+            if stripped.startswith(fence) and stripped.strip("`~") == "":
+                fence = None
+                flush()
+                continue
+            if kind in ("code", "math"):
+                continue
+            if stripped.startswith(":"):  # a directive's option line
+                continue
+            if stripped.startswith("$$"):
+                in_math = not in_math
+                continue
+            if in_math:
+                continue
+            if stripped:
+                para.append(stripped)
+            else:
+                flush()
+            continue
+        m = _FENCE.match(stripped)
+        if m:
+            flush()
+            fence, info = m.group(1), m.group(2).strip()
+            if info.startswith("{math}"):
+                kind = "math"
+                counts["equations"] += 1
+            elif info.startswith("{figure}"):
+                kind = "text"
+                counts["figures"] += 1
+            elif info.startswith("{"):
+                kind = "text"          # admonitions, theorems, exercises: their text is read
+            else:
+                kind = "code"
+                counts["code"] += 1
+            continue
+        if stripped.startswith("$$"):
+            flush()
+            if not in_math:
+                counts["equations"] += 1
+            in_math = not (in_math or (stripped.endswith("$$") and len(stripped) > 2))
+            continue
+        if in_math:
+            continue
+        if stripped.startswith("|"):
+            if not in_table:
+                counts["tables"] += 1
+            in_table = True
+            flush()
+            continue
+        in_table = False
+        if not stripped or stripped.startswith("#") or re.match(r"^\(.*\)=$", stripped):
+            flush()
+            continue
+        if re.match(r"^([-*+]|\d+\.)\s", stripped):  # a list item is its own sentence group
+            flush()
+            stripped = re.sub(r"^([-*+]|\d+\.)\s+", "", stripped)
+        para.append(stripped)
+    flush()
+    return {"prose": prose, **counts}
+
+
+def sentences(paragraph: str) -> list[str]:
+    text = re.sub(r"\$[^$]+\$", "X", paragraph)                # inline math: one word
+    text = re.sub(r"`[^`]+`", "X", text)                        # inline code and roles' targets: one word
+    text = re.sub(r"\{[a-z:]+\}X", "X", text)                  # {doc}`...`, {cite}`...`: one word
+    text = _ABBREV.sub(lambda m: m.group(1).replace(".", ""), text)
+    return [s for s in _END.split(text) if re.search(r"[A-Za-z]", s)]   # a bare "1." of a split number is none
+
+
+def page_stats(name: str, root: Path = ROOT) -> dict:
+    parts = blocks((root / "book" / f"{name}.md").read_text(encoding="utf-8"))
+    lengths = [len(s.split()) for p in parts["prose"] for s in sentences(p)]
+    words = sum(lengths)
+    seconds = (60 * words / PROSE_WPM + EQUATION_S * parts["equations"] + FIGURE_S * parts["figures"]
+               + TABLE_S * parts["tables"] + CODE_S * parts["code"])
+    return {"page": f"book/{name}", "sentences": len(lengths), "words": words,
+            "mean": words / max(len(lengths), 1), "over_long": sum(n > LONG for n in lengths),
+            "equations": parts["equations"], "figures": parts["figures"], "tables": parts["tables"],
+            "code": parts["code"], "minutes": seconds / 60}
+
+
+def long_sentences(name: str, root: Path = ROOT) -> list[tuple[int, str]]:
+    parts = blocks((root / "book" / f"{name}.md").read_text(encoding="utf-8"))
+    found = [(len(s.split()), s) for p in parts["prose"] for s in sentences(p)]
+    return sorted((x for x in found if x[0] > LONG), reverse=True)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
+    ap.add_argument("--check", action="store_true", help=f"exit 1 if a lesson page averages over {LIMIT} words")
+    ap.add_argument("--long", metavar="PAGE", choices=LESSONS, help="list PAGE's sentences over 40 words")
+    args = ap.parse_args(argv)
+    if args.long:
+        for n, s in long_sentences(args.long):
+            print(f"{n:4d}  {s}")
+        return 0
+    print(f"{'page':<18} {'sentences':>9} {'words':>6} {'mean':>5} {'>40':>4} {'eq':>3} {'fig':>3} {'tab':>3} "
+          f"{'code':>4} {'minutes':>7}")
+    over = []
+    for name in LESSONS:
+        r = page_stats(name)
+        print(f"{r['page']:<18} {r['sentences']:>9} {r['words']:>6} {r['mean']:>5.1f} {r['over_long']:>4} "
+              f"{r['equations']:>3} {r['figures']:>3} {r['tables']:>3} {r['code']:>4} {r['minutes']:>7.0f}")
+        if r["mean"] > LIMIT:
+            over.append(f"{r['page']} averages {r['mean']:.1f} words a sentence (at most {LIMIT})")
+    for line in over:
+        print(f"sentence_length: {line}", file=sys.stderr)
+    return 1 if args.check and over else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
