@@ -34,9 +34,13 @@ NAVIGATE=pointmaze-medium-navigate-singletask-task1
 DATASETS=(pointmaze-medium-stitch-singletask-task1 pointmaze-medium-stitch-singletask-task2
           pointmaze-medium-stitch-singletask-task5 "$NAVIGATE")
 
+# 2026-12-01 23:40: goal-BC on stitch task 1 reached the goal in 92-100% of episodes at every evaluation to 25,000
+# steps (five seeds), against the prediction written above; so goal-BC runs on every dataset first (stitch tasks 2 and
+# 5 decide whether it is task 1's geometry), then BC and 10%BC. Nothing else changed.
 IMITATION=(
   "$RUN --algos path-bc --datasets $NAVIGATE --seeds 0 1 2 3 4 --batch-seeds"
-  "$RUN --algos goal-bc bc 10%bc --datasets ${DATASETS[*]} --seeds 0 1 2 3 4 --batch-seeds"
+  "$RUN --algos goal-bc --datasets ${DATASETS[*]} --seeds 0 1 2 3 4 --batch-seeds"
+  "$RUN --algos bc 10%bc --datasets ${DATASETS[*]} --seeds 0 1 2 3 4 --batch-seeds"
 )
 iql_seeds() { local s d; for s in "$@"; do for d in "${DATASETS[@]}"; do echo "$IQL --datasets $d --seeds $s"; done; done; }
 deep_seeds() {
