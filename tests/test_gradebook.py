@@ -220,7 +220,8 @@ def write_marks(path: Path, rows, header="student,task,item,points,comment"):
     (f"zoe,{WRITTEN2},Full,4,", "row 2: student: 'zoe' is not a student in the results"),
     (f"ana,{WRITTEN2},Excellent,4,", "row 2: item: 'Excellent' is not an item of threshold_sweep_answer's rubric "
                                       "(expected one of Full (4) / Partial (2) / None (0))"),
-    (f"ana,{WRITTEN2},Partial,3,", "row 2: points: 3 is above the maximum of threshold_sweep_answer's item Partial (2)"),
+    (f"ana,{WRITTEN2},Partial,3,", "row 2: points: 3 is above the maximum of threshold_sweep_answer's item "
+                                    "Partial (2)"),
     (f"ana,{WRITTEN2},Full,four,", "row 2: points: 'four' is not a number"),
     (f"ana,{WRITTEN2},Full,-1,", "row 2: points: '-1'; expected a number from 0"),
     ("ana,vae_loss,Full,2,", "row 2: task: 'vae_loss' is not a written answer of 02_bcq"),
@@ -486,7 +487,8 @@ def test_end_to_end_from_canvas_download_to_canvas_and_gradescope_csvs(tmp_path,
     assert "late policy: deadline 2027-02-01T23:59:00+00:00" in md and "Canvas marked LATE" in md
     assert main(["feedback", str(tmp_path / "results.json"), *common, "--out", str(tmp_path / "feedback")]) == 0
     ben = (tmp_path / "feedback" / "ben" / f"{NB1}.md").read_text()
-    assert "**Score: 2 of 8 points**" in ben and "late deduction -4" in ben and "Canvas marked the submission LATE" in ben
+    assert "**Score: 2 of 8 points**" in ben and "late deduction -4" in ben
+    assert "Canvas marked the submission LATE" in ben
     assert "| empirical_mdp | function | failed" in ben
     assert (tmp_path / "feedback" / "ben" / f"{NB2}.md").read_text().startswith(f"# {NB2}: feedback for Baker, Ben\n\n"
                                                                                  "Not submitted")
@@ -557,3 +559,11 @@ def test_the_documented_sequence_parses():
     assert [shlex.split(c)[0] for c in commands] == ["intake", "intake", "marks-template", "gradebook", "feedback"]
     for c in commands:
         p.parse_args(shlex.split(c))
+
+
+def test_a_mark_for_a_notebook_not_submitted_is_an_error(tmp_path, roster):
+    p = write_marks(tmp_path / f"{NB2}.csv", [f"ben,{WRITTEN2},Full,4,"])
+    marks = gb.load_marks([p], class_results(), gb.load_rubrics())
+    with pytest.raises(gb.GradebookError, match=r"02_bcq.csv: row 2: student: ben did not submit 02_bcq, but the "
+                                                 "answer is marked"):
+        gb.build(class_results(), roster, marks)

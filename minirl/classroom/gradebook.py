@@ -39,7 +39,7 @@ The class settings (TOML, every key optional)::
     [late]
     deadline = 2027-02-01T23:59:00+01:00   # every notebook's deadline (a TOML date-time or an ISO string, with offset)
     grace_minutes = 10                      # submissions this late are on time
-    penalty_per_day = 0.1                   # deducted per day late (or part of one), as a fraction of the points possible
+    penalty_per_day = 0.1                   # deducted per day late (or part of one), a fraction of the points possible
     max_days = 5                            # later than this: 0 points
     canvas_late_days = 1                    # days late of a file Canvas marked LATE whose time is not known
     timestamps = "lms"                      # "lms": the LMS's times and LATE markers only; "files": also file times
@@ -228,7 +228,8 @@ def _result_of(raw: dict, where: str) -> TaskResult:
         raise GradebookError(f"{where}: passed: {passed!r}; expected true or false")
     level = str(raw["level"])
     if level not in LEVELS and level != "-":
-        raise GradebookError(f"{where}: level: {level!r}; expected one of {', '.join(LEVELS)} (or - for a notebook note)")
+        raise GradebookError(f"{where}: level: {level!r}; expected one of {', '.join(LEVELS)} (or - for a notebook "
+                             "note)")
     r = TaskResult(student=str(raw["student"]), notebook=str(raw["notebook"]), task=str(raw["task"]), level=level,
                    status=str(raw["status"]), passed=passed, checks_passed=integer("checks_passed", True),
                    checks_total=integer("checks_total", True), message=str(raw["message"] or ""),
@@ -240,7 +241,8 @@ def _result_of(raw: dict, where: str) -> TaskResult:
     if r.points is not None and not 0 <= r.points <= r.points_possible:
         raise GradebookError(f"{where}: points: {r.points} outside 0..points_possible ({r.points_possible})")
     details = raw.get("details")
-    r.details = details if isinstance(details, str) else "\n".join(map(str, details)) if details else ""  # type: ignore[attr-defined]
+    # the checks' full output, where a results file carries it (feedback shows it); not a TaskResult field
+    r.details = details if isinstance(details, str) else "\n".join(map(str, details)) if details else ""
     return r
 
 
@@ -501,7 +503,8 @@ def _datetime(v, where: str) -> dt.datetime:
             raise GradebookError(f"{where}: {v!r} is not an ISO date and time (e.g. 2027-02-01T23:59:00+01:00)") \
                 from None
     if not isinstance(v, dt.datetime):
-        raise GradebookError(f"{where}: {v!r}; expected a date and time with its offset, e.g. 2027-02-01T23:59:00+01:00")
+        raise GradebookError(f"{where}: {v!r}; expected a date and time with its offset, e.g. "
+                             "2027-02-01T23:59:00+01:00")
     if v.tzinfo is None:
         raise GradebookError(f"{where}: {v.isoformat()} has no time zone; add its offset, e.g. +01:00 or Z")
     return v
@@ -939,7 +942,8 @@ def _exercise(path: Path, name: str, specs: dict, where: str) -> str:
     nb, _ = read_submission(path)
     found = exercise_of(Path(stem + ".ipynb"), nb, specs)
     if found is None:
-        raise GradebookError(f"{where}: {name!r} is not one of the exercises ({', '.join(n + '.ipynb' for n in specs)})")
+        raise GradebookError(f"{where}: {name!r} is not one of the exercises "
+                             f"({', '.join(n + '.ipynb' for n in specs)})")
     return found
 
 
@@ -1015,7 +1019,8 @@ def gradescope_candidates(folder: Path, roster: list[Student], specs: dict) -> l
         if not d.is_dir():
             raise GradebookError(f"{where}: no folder {d.name} beside the metadata")
         at = _gradescope_time(info.get(":created_at"), where)
-        files = sorted(p for p in d.rglob("*.ipynb") if not any(part.startswith(".") for part in p.parts[len(d.parts):]))
+        files = sorted(p for p in d.rglob("*.ipynb")
+                       if not any(part.startswith(".") for part in p.parts[len(d.parts):]))
         if not files:
             raise GradebookError(f"{d}: no .ipynb file in the submission")
         for who in info[":submitters"]:
