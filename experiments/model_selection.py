@@ -19,7 +19,7 @@ are the same distribution as the data's.
 
 **Settings table.** Per sweep, dataset and setting: the evaluation's number (the mean over seeds of each run's
 statistic of record, the mean of its last 5 evaluations, ``minirl.plots.RECORD_K``) and the critic's (the same mean
-of ``q_start``). "picked by" marks the setting each one ranks first.
+of ``q_start``). In bold, per dataset, the setting each one ranks first.
 
 **Checkpoints table.** Per sweep and dataset, over its nine runs (and over all 36): the mean score at the final checkpoint, at the
 checkpoint with the highest ``q_start`` ("critic's pick") and at the checkpoint with the highest score (the best any
@@ -102,13 +102,19 @@ def analyse(root: Path = ROOT) -> list[dict]:
 
 
 def settings_table(rows: list[dict]) -> str:
-    out = ["| sweep | dataset | setting | score of record | critic's estimate `q_start` | picked by |",
-           "| --- | --- | --- | ---: | ---: | --- |"]
-    for g in rows:
-        picks = [n for n, key in (("evaluation", "picked_by_score"), ("critic", "picked_by_critic")) if g[key]]
-        name = g["setting"] + (" (default)" if g["default"] else "")
-        out.append(f"| {g['sweep']} | `{g['dataset']}` | {name} | {g['score']:.1f} | {g['q_start']:.1f} | "
-                   f"{', '.join(picks)} |")
+    """One row per sweep and setting; per dataset the score of record and ``q_start``. In each dataset's columns the
+    evaluation's pick (the highest score) and the critic's (the highest ``q_start``) are in bold."""
+    head = " | ".join(f"`{d}` score | `q_start`" for d in DATASETS)
+    out = [f"| sweep | setting | {head} |", "| --- | --- |" + " ---: | ---: |" * len(DATASETS)]
+    for sweep in SWEEPS:
+        for name, _, _ in SWEEPS[sweep]:
+            cells = []
+            for d in DATASETS:
+                g = next(g for g in rows if (g["sweep"], g["dataset"], g["setting"]) == (sweep, d, name))
+                cells += [f"**{g['score']:.1f}**" if g["picked_by_score"] else f"{g['score']:.1f}",
+                          f"**{g['q_start']:.1f}**" if g["picked_by_critic"] else f"{g['q_start']:.1f}"]
+            label = name + (" (default)" if name == DEFAULTS[sweep] else "")
+            out.append(f"| {sweep} | {label} | " + " | ".join(cells) + " |")
     return "\n".join(out)
 
 

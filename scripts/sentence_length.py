@@ -25,7 +25,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-LESSONS = ("offline_rl", "claims", "bcq", "cql", "iql", "stitching", "comparison")
+LESSONS = ("offline_rl", "methods", "claims", "bcq", "cql", "iql", "stitching", "comparison", "choosing", "after")
 LIMIT = 25            # the mean words a sentence a lesson page may have
 LONG = 40             # a sentence over this many words is listed by --long
 PROSE_WPM = 150       # prose, words a minute
