@@ -20,6 +20,10 @@ def _parser_class():
     import argparse
 
     class Parser(argparse.ArgumentParser):
+        def __init__(self, *args, **kwargs):
+            kwargs.setdefault("allow_abbrev", False)  # --step is not --steps: an option is spelled out or unknown
+            super().__init__(*args, **kwargs)
+
         def error(self, message):
             raise UserError(f"{message} (see {self.prog} --help)")
     return Parser
@@ -58,7 +62,14 @@ def build_parser(prog: str = "minirl"):
     t = sub.add_parser("train", help="train an agent on a named dataset", epilog=_train_epilog(),
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     t.add_argument("--algo", required=True, help=f"one of {', '.join(ALGORITHMS)}".replace("%", "%%"))  # argparse formats help with %
-    t.add_argument("--dataset", required=True, help="e.g. pendulum-medium, hopper-medium-replay (listed below)")
+    t.add_argument("--dataset", required=True, help="e.g. pendulum-medium, hopper-medium-replay (listed below), or a "
+                   "file of your own: PATH.npz (the six D4RL arrays) or a D4RL PATH.hdf5, with --env")
+    t.add_argument("--env", default=None, metavar="ENV_ID",
+                   help="with --dataset PATH: the gymnasium environment to evaluate in (e.g. Pendulum-v1); its action "
+                        "bounds are the data's when the file stores none; returns stay raw (no normalised score)")
+    t.add_argument("--raw-returns", action="store_true",
+                   help="train and evaluate with raw returns, no normalised score (for a Minari dataset without "
+                        "ref_min_score / ref_max_score)")
     t.add_argument("--scale", default=None, help="smoke | cpu | full (default: $MINIRL_SCALE or cpu)")
     t.add_argument("--steps", type=int, default=None, help="gradient steps (default: the scale's)")
     t.add_argument("--seed", type=int, default=None, help="(default 0)")
@@ -111,10 +122,28 @@ def build_parser(prog: str = "minirl"):
 
 def main(argv: list[str] | None = None, prog: str = "minirl") -> int:
     """The command line (see :func:`user_errors` for how it ends)."""
-    with user_errors(prog):
+    with user_errors(prog), one_line_warnings(prog):
         code = _main(argv, prog)
         sys.stdout.flush()  # here, where a closed pipe is caught, rather than at exit
         return code
+
+
+@contextlib.contextmanager
+def one_line_warnings(prog: str):
+    """Inside the block a warning (a dataset that differs from its record, emulated bfloat16, degenerate episode
+    flags) prints as one line, ``<prog>: warning: ...``, on stderr, once, without Python's file and line."""
+    import warnings
+
+    shown = set()
+
+    def show(message, category, filename, lineno, file=None, line=None):
+        text = f"{prog}: warning: {' '.join(str(message).split())}"
+        if text not in shown:  # once, though the run's checks and its training both meet it
+            shown.add(text)
+            print(text, file=sys.stderr)
+    with warnings.catch_warnings():
+        warnings.showwarning = show
+        yield
 
 
 @contextlib.contextmanager
@@ -162,7 +191,7 @@ def _main(argv, prog) -> int:
             at_least("--seeds", s, 0)
         seed = a.seeds
         out = None if a.out is None else [os.path.join(a.out, f"s{s}") for s in a.seeds]
-    run(a.algo, a.dataset, scale=a.scale, steps=a.steps, seed=seed, device=a.device, out=out,
+    run(a.algo, a.dataset, env=a.env, raw_returns=a.raw_returns, scale=a.scale, steps=a.steps, seed=seed, device=a.device, out=out,
         overrides=overrides, batch_size=a.batch_size, eval_every=a.eval_every, eval_episodes=a.eval_episodes,
         evaluate=not a.no_eval, checkpoint_every=a.checkpoint_every, resume=a.resume, overwrite=a.overwrite,
         override=a.override, compile=a.compile, precision=a.precision, amp=a.amp, threads=a.threads,
@@ -207,7 +236,8 @@ def _evaluate_command(a) -> int:
         print(f"video: {video} ({n} frames, the episode of seed {a.seed})")
     result = loaded.evaluate(a.episodes, a.seed)
     r, s = result["returns"], result["scores"]
+    score = "" if s is None else f", normalised score {s.mean():.1f}"
     print(f"{a.run_dir}: {loaded.settings['algo']} on {loaded.settings['dataset']}, step {loaded.step}: return "
-          f"{r.mean():.1f} +- {r.std():.1f}, normalised score {s.mean():.1f} over {a.episodes} episode(s) "
+          f"{r.mean():.1f} +- {r.std():.1f}{score} over {a.episodes} episode(s) "
           f"(seeds {a.seed}-{a.seed + a.episodes - 1})")
     return 0

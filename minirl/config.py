@@ -30,9 +30,18 @@ class UserError(ValueError):
 
 
 def did_you_mean(name: str, options) -> str:
-    """``" (did you mean 'iql'?)"`` for the option nearest to ``name``, or ``""`` when none is near."""
-    close = difflib.get_close_matches(str(name), [str(o) for o in options], n=1, cutoff=0.6)
-    return f" (did you mean {close[0]!r}?)" if close else ""
+    """``" (did you mean 'iql'?)"`` for the option nearest to ``name``; else the options of which ``name`` is a
+    whole ``_``-separated part (``lr`` on IQL: ``" (did you mean 'actor_lr', 'critic_lr' or 'value_lr'?)"``);
+    ``""`` when none is near."""
+    options = [str(o) for o in options]
+    close = difflib.get_close_matches(str(name), options, n=1, cutoff=0.6)
+    if close:
+        return f" (did you mean {close[0]!r}?)"
+    parts = [o for o in options if str(name) and str(name) in o.split("_")]
+    if not parts:
+        return ""
+    listed = ", ".join(map(repr, parts[:-1])) + f" or {parts[-1]!r}" if len(parts) > 1 else repr(parts[0])
+    return f" (did you mean {listed}?)"
 
 
 # ----------------------------------------------------------------------------------------------------------------

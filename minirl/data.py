@@ -43,6 +43,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from .config import UserError
+
 # The six D4RL fields, in the order D4RL lists them, and the shape each must have.
 FIELDS = ("observations", "actions", "rewards", "next_observations", "terminals", "timeouts")
 _EXPECTED_SHAPE = {"observations": "(N, obs_dim)", "actions": "(N, act_dim)", "rewards": "(N,)",
@@ -277,9 +279,9 @@ class OfflineDataset:
     ``OfflineDataset(**d4rl_dict)`` takes the six D4RL arrays, an optional ``infos`` dict of arrays with one entry
     per transition, and optional action bounds (scalars or ``(act_dim,)`` arrays; when given, every action must lie
     within them; without them every action must lie in [-1, 1], where an agent's actor acts by default, so data
-    with larger actions must say its bounds: they are never guessed). The arrays are copied, converted (observations, actions, rewards to float32; terminals, timeouts
-    to bool) and made read-only. Invalid input raises a ``ValueError`` naming the field, the number of bad entries
-    and the first bad index.
+    with larger actions must say its bounds: they are never guessed). The arrays are copied, converted
+    (observations, actions, rewards to float32; terminals, timeouts to bool) and made read-only. Invalid input
+    raises a ``ValueError`` naming the field, the number of bad entries and the first bad index.
     """
 
     def __init__(self, observations, actions, rewards, next_observations, terminals, timeouts,
@@ -442,6 +444,19 @@ class OfflineDataset:
         starts = [a for a, _ in self.episode_bounds()]
         return np.add.reduceat(self.rewards.astype(np.float64), starts)
 
+    def flag_problem(self) -> str | None:
+        """What is wrong with the episode flags, when they make the TD targets meaningless (:func:`minirl.train.train`
+        warns with it): every transition terminal (no value is ever bootstrapped) or no episode end at all (the
+        whole dataset one episode); ``None`` otherwise."""
+        n = len(self)
+        if n > 1 and self.terminals.all():
+            return (f"all {n:,d} transitions are terminal: every TD target is the reward alone (no value is "
+                    f"bootstrapped); check the terminals field")
+        if n > 1 and not (self.terminals | self.timeouts).any():
+            return (f"no transition of {n:,d} ends an episode (no terminal, no timeout): the whole dataset is one "
+                    f"episode; mark the episodes' last steps in terminals or timeouts")
+        return None
+
     def fingerprint(self) -> str:
         """SHA-256 of the six fields' bytes, in order: equal for two datasets with the same transitions. A dataset
         rolled out again on another CPU can differ (its policy's matrix products round differently, and a Hopper
@@ -559,11 +574,50 @@ class OfflineDataset:
         np.savez_compressed(path, **arrays)
 
     @classmethod
-    def load(cls, path: str | os.PathLike) -> OfflineDataset:
-        """Read a file written by :meth:`save` (exactly: same arrays, dtypes, infos and bounds)."""
-        with np.load(path, allow_pickle=False) as f:
-            fields = {k: f[k] for k in f.files if not k.startswith("infos/")}
-            infos = {k[len("infos/"):]: f[k] for k in f.files if k.startswith("infos/")}
+    def load(cls, path: str | os.PathLike, *, action_low=None, action_high=None) -> OfflineDataset:
+        """Read a file written by :meth:`save` (exactly: same arrays, dtypes, infos and bounds), or any ``.npz`` of
+        the six D4RL arrays (``np.savez``). ``action_low``/``action_high`` give the bounds of a file that stores
+        none (e.g. the environment's; a file's own bounds must then agree with them).
+
+        Every key must be one minirl reads: the six fields, ``infos/<key>``, ``action_low`` and ``action_high``.
+        Any other key is an error naming it (rename an extra array ``infos/<name>`` to keep it), never dropped;
+        a file that is not an ``.npz`` (or holds pickled objects) is an error naming the file."""
+        expected = (f"an .npz with the arrays {', '.join(FIELDS)} (optionally infos/<key>, action_low, action_high), "
+                    "as OfflineDataset.save or np.savez writes it")
+        try:
+            loaded = np.load(path, allow_pickle=False)
+            if not hasattr(loaded, "files"):  # a .npy: one array
+                raise ValueError(f"it holds one array of shape {loaded.shape}, not named arrays")
+            with loaded as f:
+                known = {*FIELDS, "action_low", "action_high"}
+                unknown = [k for k in f.files if k not in known and not k.startswith("infos/")]
+                if unknown:
+                    raise UserError(f"{os.fspath(path)} has {_plural(len(unknown), 'key')} minirl does not read: "
+                                    f"{', '.join(unknown)}; expected {', '.join(FIELDS)}, infos/<key> and optionally "
+                                    f"action_low, action_high (rename an extra array infos/<name> to keep it)")
+                missing = [k for k in FIELDS if k not in f.files]
+                if missing:
+                    raise UserError(f"{os.fspath(path)} has no {', '.join(missing)}; expected {expected}")
+                fields = {k: f[k] for k in f.files if not k.startswith("infos/")}
+                infos = {k[len("infos/"):]: f[k] for k in f.files if k.startswith("infos/")}
+        except UserError:
+            raise
+        except FileNotFoundError:
+            raise UserError(f"{os.fspath(path)}: no such file") from None
+        except Exception as e:  # not a zip, pickled objects, a damaged zip: numpy fails in many ways
+            first = (str(e).strip().splitlines() or [""])[0]
+            raise UserError(f"{os.fspath(path)} is not a dataset file ({type(e).__name__}: {first}); expected "
+                            f"{expected}") from None
+        if action_low is not None or action_high is not None:
+            if "action_low" in fields and not (np.allclose(fields["action_low"], action_low)
+                                               and np.allclose(fields["action_high"], action_high)):
+                def show(low, high):
+                    return f"[{_fmt_bound(np.atleast_1d(low))}, {_fmt_bound(np.atleast_1d(high))}]"
+                stored = show(fields["action_low"], fields["action_high"])
+                raise UserError(f"{os.fspath(path)} stores action bounds {stored}, the environment's are "
+                                f"{show(action_low, action_high)}")
+            fields.setdefault("action_low", action_low)
+            fields.setdefault("action_high", action_high)
         return cls(**fields, infos=infos)
 
     @classmethod
@@ -572,7 +626,7 @@ class OfflineDataset:
 
         Reads ``observations, actions, rewards, terminals, timeouts`` and ``next_observations``; every dataset
         under ``infos/`` goes to ``infos`` (nested names joined by ``/``). ``metadata/*`` (D4RL's algorithm and
-        policy notes) and any other key are ignored.
+        policy notes) is ignored; any other key is ignored with a warning naming it.
 
         D4RL's raw MuJoCo files have no ``next_observations``. Then they are built the way D4RL's
         ``qlearning_dataset`` builds them: ``next_observations[i] = observations[i + 1]``, which is wrong for the
@@ -591,6 +645,11 @@ class OfflineDataset:
                 raise ValueError(f"{os.fspath(path)} has no {', '.join(missing)} (a D4RL file has "
                                  f"{', '.join(FIELDS)} and optionally infos/* and metadata/*)")
             data = {k: f[k][()] for k in FIELDS if k in f}
+            unknown = [k for k in f.keys() if k not in (*FIELDS, "infos", "metadata")]
+            if unknown:
+                import warnings
+                warnings.warn(f"{os.fspath(path)}: {_plural(len(unknown), 'key')} not read ({', '.join(unknown)}); "
+                              f"minirl reads {', '.join(FIELDS)} and infos/*", stacklevel=2)
             infos = {}
             if "infos" in f:
                 def collect(name, node):

@@ -56,8 +56,8 @@ class Task:
     """A task's environment, reference returns and dataset sizes, read from ``assets/<task>/manifest.json``."""
     name: str
     env_id: str
-    ref_random: float               # mean return of uniform random actions
-    ref_expert: float               # mean return of the expert snapshot, acting stochastically as in its dataset
+    ref_random: float | None        # mean return of uniform random actions (None: a Minari dataset without)
+    ref_expert: float | None        # mean return of the expert snapshot, acting stochastically as in its dataset
     sizes: dict                     # transitions per tier at full size
     medium: str                     # snapshot file names
     expert: str | None              # None while the task's SAC run has not reached expert level
@@ -109,17 +109,18 @@ def _maze_task(name: str) -> Task:
 
 def _minari_task(name: str) -> Task:
     """A Minari dataset as a task of its own: its environment, and its reference scores as the random and expert
-    returns (Minari's 0-1 score times 100 is then minirl's score)."""
+    returns (Minari's 0-1 score times 100 is then minirl's score); ``None`` for both when it records none (then it
+    has no normalised score, and trains with raw returns when told so: ``--raw-returns``)."""
     from .minari_io import minari_info
     info = minari_info(name[len(MINARI):])
     if info["env_id"] is None:
         raise ValueError(f"the Minari dataset {info['dataset_id']!r} records no environment; minirl needs one to "
                          "evaluate policies")
     if info["ref_min_score"] is None or info["ref_max_score"] is None:
-        raise ValueError(f"the Minari dataset {info['dataset_id']!r} records no ref_min_score / ref_max_score; "
-                         "normalised scores need both")
-    return Task(name, info["env_id"], float(info["ref_min_score"]), float(info["ref_max_score"]),
-                {"minari": int(info["total_steps"])}, "", None, (), info)
+        refs = (None, None)
+    else:
+        refs = (float(info["ref_min_score"]), float(info["ref_max_score"]))
+    return Task(name, info["env_id"], *refs, {"minari": int(info["total_steps"])}, "", None, (), info)
 
 
 def to_local_minari(dataset_id: str, task: str, steps: int, build) -> str:
@@ -189,6 +190,9 @@ def parse_name(name: str) -> tuple[Task, str]:
 def normalized_score(task: str | Task, returns):
     """D4RL's normalised score ``100 * (R - R_random) / (R_expert - R_random)`` (array in, array out)."""
     t = task if isinstance(task, Task) else get_task(task)
+    if t.ref_random is None or t.ref_expert is None:
+        raise ValueError(f"{t.name} records no reference returns (ref_min_score / ref_max_score): it has no "
+                         f"normalised score")
     return 100.0 * (np.asarray(returns, dtype=float) - t.ref_random) / (t.ref_expert - t.ref_random)
 
 

@@ -70,18 +70,23 @@ def default_device() -> str:
     return "cpu"
 
 
+THREAD_VARIABLES = ("MINIRL_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")  # the first one set wins
+
+
 def default_threads() -> int:
-    """The torch threads the notebooks use: ``$MINIRL_THREADS`` when set, else every core this process may run on.
+    """The torch threads the notebooks use: ``$MINIRL_THREADS`` when set, else the standard ``$OMP_NUM_THREADS`` (then
+    ``$MKL_NUM_THREADS``), else every core this process may run on.
 
     One process alone on a machine gains from a second thread (CQL 10.1 vs 5.3 updates/s on this project's 2 cores,
     benchmarks/README.md); processes that share the cores should take one thread each (``MINIRL_THREADS=1``):
     a second thread on a busy core made a BC run 57x slower."""
-    text = os.environ.get("MINIRL_THREADS")
-    if text:
-        try:
-            return at_least("MINIRL_THREADS", int(text), 1)
-        except ValueError:
-            raise UserError(f"MINIRL_THREADS must be a whole number of threads >= 1, got {text!r}") from None
+    for variable in THREAD_VARIABLES:
+        text = os.environ.get(variable, "").strip()
+        if text:
+            try:
+                return at_least(variable, int(text), 1)
+            except ValueError:
+                raise UserError(f"{variable} must be a whole number of threads >= 1, got {text!r}") from None
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
@@ -109,6 +114,10 @@ def native_bf16(device: str, cpuinfo: str = "/proc/cpuinfo") -> bool:
         return any(getattr(torch.cpu, name, lambda: False)() for name in checks)
 
 
+class EmulatedBF16Warning(UserWarning):
+    """bfloat16 asked for on a CPU that has no bfloat16 arithmetic: it runs, emulated and slowly."""
+
+
 def requested_precision(precision: str | None, amp: bool) -> str:
     """What was asked for: ``amp=True`` (``--amp``, the older flag) is ``"bf16"``; nothing at all is ``"auto"``: bfloat16
     where the hardware computes it natively, float32 elsewhere (:func:`resolve_precision`)."""
@@ -128,6 +137,11 @@ def resolve_precision(precision: str, device: str) -> str:
                         f"{did_you_mean(precision, PRECISIONS)}")
     if precision == "auto":
         return "bf16" if native_bf16(device) else "float32"
+    if precision == "bf16" and torch.device(device).type == "cpu" and not native_bf16(device):
+        import warnings
+        warnings.warn(EmulatedBF16Warning(
+            "--precision bf16 on a CPU without native bfloat16 (no AVX-512 BF16 or AMX): it is emulated, at about a "
+            "twentieth of float32's rate on an AVX2 CPU; --precision auto or float32 is faster here"))
     if precision == "bf16" and torch.device(device).type == "cuda" and not torch.cuda.is_bf16_supported():
         raise UserError(f"--precision bf16 needs bfloat16 support, which {torch.cuda.get_device_name(device)} "
                         "lacks; use --precision float32 (or auto)")

@@ -190,7 +190,8 @@ class GaussianActor(_ActionScaler):
         return torch.max(torch.min(a, high), low), dist.log_prob(a).sum(-1)
 
     def forward(self, obs: torch.Tensor, deterministic: bool = True) -> torch.Tensor:
-        return self.sample(obs, deterministic)[0]
+        a = self.sample(obs, deterministic)[0]
+        return a[0] if obs.dim() == 1 else a  # one observation (obs_dim,): one action (act_dim,), not (1, act_dim)
 
 
 class DeterministicActor(_ActionScaler):

@@ -174,12 +174,12 @@ def parse_overrides(algo: str, items: list[str]) -> dict:
     return out
 
 
-def algo_name(agent) -> str | None:
-    """The ``--algo`` name of ``agent``'s class (the first of :data:`ALGORITHMS` built from it; its config fields
-    then say the rest, e.g. ``top_fraction`` for 10%BC), or ``None`` for a class minirl does not know."""
-    cls = type(agent)
+def algo_name(agent_class_path: str) -> str | None:
+    """The ``--algo`` name of an agent class given as ``"minirl.bc.BC"`` (the first of :data:`ALGORITHMS` built from
+    it; its config fields then say the rest, e.g. ``top_fraction`` for 10%BC), or ``None`` for a class minirl does
+    not know."""
     return next((name for name, (module, agent_name, *_) in ALGORITHMS.items()
-                 if cls.__module__ == module and cls.__name__ == agent_name), None)
+                 if agent_class_path == f"{module}.{agent_name}"), None)
 
 
 def agent_class(algo: str) -> type:
@@ -228,8 +228,8 @@ class RunPlan:
     out: Path
     config: object                 # the algorithm's config dataclass
     transitions: int               # dataset size at this scale
-    env_id: str
-    task: str
+    env_id: str | None             # None: no environment (a file of your own trained with --no-eval)
+    task: str | None               # None: raw returns, no normalised score (a file of your own, --raw-returns)
     batch_size: int
     eval_every: int | None         # None: no evaluation
     eval_episodes: int
@@ -241,6 +241,7 @@ class RunPlan:
     threads: int | None            # torch threads; None leaves torch's setting
     compile: bool | str
     capture: bool = False          # each step replayed as a CUDA graph (train(capture=True))
+    file_data: OfflineDataset | None = dataclasses.field(default=None, repr=False)  # --dataset FILE, read and checked
 
     def settings(self) -> dict:
         """What ``config.json``, the checkpoints and ``agent.pt`` record about the run."""
@@ -259,15 +260,35 @@ def plan_run(algo: str, dataset: str, *, scale: str | None = None, steps: int | 
              evaluate: bool = True, checkpoint_every: int | None = None, resume: bool = False,
              overwrite: bool = False, override: tuple | list = (), compile: bool | str = False,
              precision: str | None = None, amp: bool = False, threads: int | None = None,
-             capture: bool = False) -> RunPlan:
+             capture: bool = False, env: str | None = None, raw_returns: bool = False) -> RunPlan:
     """Check every setting of a run, and the output directory and checkpoint it would use, without making any
     data; :class:`UserError` names the first wrong one. ``None`` takes the scale's value; ``evaluate=False`` switches
-    evaluation off (``eval_every=0`` is an error, not "off")."""
+    evaluation off (``eval_every=0`` is an error, not "off").
+
+    ``dataset`` a file of your own (``.npz`` or D4RL ``.hdf5``, :func:`load_data_file`): ``env`` names the
+    gymnasium environment to evaluate in (its action bounds are the data's when the file has none), and returns stay
+    raw (no reference returns, no normalised score). ``raw_returns``: a named dataset without reference returns (a
+    Minari dataset with no ``ref_min_score``/``ref_max_score``) trains and evaluates with raw returns."""
     from . import datasets
 
     check_algo(algo)
     sc = get_scale(scale)
-    task = check_dataset(dataset)
+    file_data = None
+    if is_data_file(dataset):
+        if env is None and evaluate:
+            raise UserError(f"--dataset {dataset} is a file of your own: pass --env ENV_ID, the gymnasium environment "
+                            f"to evaluate in (e.g. --env Pendulum-v1), or --no-eval")
+        file_data = load_data_file(dataset, env)
+        env_id, task_name, size = env, None, len(file_data)
+    else:
+        if env is not None:
+            raise UserError(f"--env is for a dataset file of your own (PATH.npz or PATH.hdf5); {dataset} names its "
+                            f"environment itself")
+        task = check_dataset(dataset)
+        if task.ref_random is None and not raw_returns:
+            raise UserError(f"{dataset} records no reference returns (ref_min_score / ref_max_score), so it has no "
+                            f"normalised score: pass --raw-returns to train and evaluate with raw returns")
+        env_id, task_name, size = task.env_id, None if raw_returns else task.name, datasets.full_size(dataset)
     steps = sc.steps_for(algo) if steps is None else at_least("--steps", steps, 1)
     at_least("--seed", seed, 0)
     batch_size = sc.batch_size if batch_size is None else at_least("--batch-size", batch_size, 1)
@@ -292,24 +313,99 @@ def plan_run(algo: str, dataset: str, *, scale: str | None = None, steps: int | 
     overrides = {**domain_config(algo, dataset), **sc.config_for(algo), **(overrides or {})}
     if "max_steps" in _config_fields(algo):  # schedules (e.g. IQL's cosine actor lr) must know the run's length
         overrides.setdefault("max_steps", steps)
-    size = datasets.full_size(dataset)
     plan = RunPlan(algo=algo, dataset=dataset, scale=sc, steps=steps, seed=seed, device=device,
-                   out=Path(out or f"runs/{algo}-{dataset}-s{seed}"), config=make_config(algo, overrides),
-                   transitions=min(sc.dataset_size, size) if sc.dataset_size else size, env_id=task.env_id,
-                   task=task.name, batch_size=batch_size, eval_every=eval_every if evaluate else None,
+                   out=Path(out or f"runs/{algo}-{run_folder_name(dataset)}-s{seed}"),
+                   config=make_config(algo, overrides),
+                   transitions=min(sc.dataset_size, size) if sc.dataset_size else size, env_id=env_id,
+                   task=task_name, batch_size=batch_size, eval_every=eval_every if evaluate else None,
                    eval_episodes=eval_episodes, checkpoint_every=checkpoint_every, resume=resume, overwrite=overwrite,
                    precision=resolved, requested_precision=requested, threads=threads, compile=compile,
-                   capture=capture)
+                   capture=capture, file_data=file_data)
     if getattr(plan.config, "goal_pieces", "off") != "off":
         from .maze import is_maze_name
         if not is_maze_name(dataset):
             raise UserError(f"{algo} clones the pieces of a maze's data that reach its goal: it needs a maze dataset "
                             f"(pointmaze-...), got {dataset!r}")
+    if plan.batch_size > plan.transitions:
+        raise UserError(f"--batch-size {plan.batch_size:,d} is larger than the dataset ({plan.transitions:,d} "
+                        f"transitions of {dataset} at the {sc.name} scale); use at most {plan.transitions:,d}")
     _check_out(plan, override)
-    cache = datasets.cache_path(dataset, plan.transitions)
-    if not cache.exists():
-        check_writable(cache.parent, f"the dataset cache (MINIRL_DATA={datasets.data_dir()})")
+    if file_data is None:
+        cache = datasets.cache_path(dataset, plan.transitions)
+        if not cache.exists():
+            check_writable(cache.parent, f"the dataset cache (MINIRL_DATA={datasets.data_dir()})")
     return plan
+
+
+DATA_FILE_SUFFIXES = (".npz", ".hdf5", ".h5")
+
+
+def is_data_file(dataset: str) -> bool:
+    """Whether ``dataset`` names a file of your own (``PATH.npz``, ``PATH.hdf5``) rather than a named dataset."""
+    return str(dataset).lower().endswith(DATA_FILE_SUFFIXES)
+
+
+def run_folder_name(dataset: str) -> str:
+    """``dataset`` as one folder name that every OS accepts: a file's stem (``data/my.npz`` -> ``my``); a Minari
+    id's ``:`` and ``/`` made ``-`` (``minari:byo/pendulum/random-v0`` -> ``minari-byo-pendulum-random-v0``)."""
+    from .datasets import file_stem
+    return Path(dataset).stem if is_data_file(dataset) else file_stem(dataset)
+
+
+def load_data_file(path: str | os.PathLike, env_id: str | None = None) -> OfflineDataset:
+    """Your own data: an ``.npz`` (:meth:`OfflineDataset.load`: the six D4RL arrays) or a D4RL ``.hdf5``
+    (:meth:`OfflineDataset.from_hdf5`). With ``env_id`` its action bounds are the environment's (a file's own bounds
+    must agree with them) and its dimensions must be the environment's; without, the file's own bounds or none
+    (then its actions must lie in [-1, 1]). Every problem is a one-line :class:`UserError` naming the file."""
+    p = Path(path)
+    if not p.is_file():
+        raise UserError(f"--dataset {path}: no such file (a file of your own ends in .npz or .hdf5; "
+                        f"`minirl dataset list` lists the named datasets)")
+    low = high = obs_dim = None
+    if env_id is not None:
+        import gymnasium as gym
+        try:
+            env = make_task_env(env_id)
+        except Exception as e:  # gymnasium raises several kinds (NameNotFound, VersionNotFound, ImportError...)
+            first = (str(e).strip().splitlines() or [""])[0]
+            raise UserError(f"--env {env_id}: gymnasium cannot make it ({type(e).__name__}: {first})") from None
+        act_space, obs_space = env.action_space, env.observation_space
+        env.close()
+        if not isinstance(act_space, gym.spaces.Box) or len(act_space.shape) != 1 or len(obs_space.shape) != 1:
+            raise UserError(f"--env {env_id}: minirl trains on flat Box observations and actions, this environment "
+                            f"has {obs_space} and {act_space}")
+        low, high, obs_dim = act_space.low, act_space.high, obs_space.shape[0]
+    try:
+        if p.suffix.lower() == ".npz":
+            ds = OfflineDataset.load(p, action_low=low, action_high=high)
+        else:
+            ds = OfflineDataset.from_hdf5(p, action_low=low, action_high=high)
+    except UserError:
+        raise
+    except (ValueError, OSError, ImportError) as e:
+        dims = _file_dims(p)  # the wrong environment says so before what its bounds make of the actions
+        if env_id is not None and dims is not None and dims != (obs_dim, len(low)):
+            e = f"has obs_dim={dims[0]}, act_dim={dims[1]}; --env {env_id} has obs_dim={obs_dim}, act_dim={len(low)}"
+        raise UserError(f"--dataset {path}: {' '.join(str(e).split())}") from None
+    if env_id is not None and (ds.obs_dim, ds.act_dim) != (obs_dim, len(low)):
+        raise UserError(f"--dataset {path}: has obs_dim={ds.obs_dim}, act_dim={ds.act_dim}; --env {env_id} has "
+                        f"obs_dim={obs_dim}, act_dim={len(low)}")
+    return ds
+
+
+def _file_dims(path: Path) -> tuple[int, int] | None:
+    """``(obs_dim, act_dim)`` from the shapes of a data file's arrays, or None when they cannot be read."""
+    try:
+        if path.suffix.lower() == ".npz":
+            with np.load(path, allow_pickle=False) as f:
+                shapes = f["observations"].shape, f["actions"].shape
+        else:
+            import h5py
+            with h5py.File(path, "r") as f:
+                shapes = f["observations"].shape, f["actions"].shape
+        return shapes[0][1], shapes[1][1]
+    except Exception:  # the loader's own error says what is wrong with such a file
+        return None
 
 
 def check_dataset(name: str):
@@ -328,7 +424,8 @@ def check_dataset(name: str):
         if task in datasets.available_tasks() and tier in datasets.TIERS:  # a real name, not made yet (no expert)
             raise UserError(str(e)) from None
         raise UserError(f"unknown dataset {name!r}{did_you_mean(name, names)}; the datasets are "
-                        f"{', '.join(names)}") from None
+                        f"{', '.join(names)}; or a file of your own, PATH.npz or PATH.hdf5, with --env ENV_ID"
+                        ) from None
 
 
 def _check_out(plan: RunPlan, override) -> None:
@@ -389,7 +486,7 @@ def run(algo: str, dataset: str, *, scale: str | None = None, steps: int | None 
         evaluate: bool = True, checkpoint_every: int | None = None, resume: bool = False, overwrite: bool = False,
         override: tuple | list = (), progress: bool = True, compile: bool | str = False,
         precision: str | None = None, amp: bool = False, threads: int | None = None,
-        tensorboard: bool = False, capture: bool = False) -> dict:
+        tensorboard: bool = False, capture: bool = False, env: str | None = None, raw_returns: bool = False) -> dict:
     """Train ``algo`` on the named ``dataset`` at a scale: what ``python -m minirl train`` does.
 
     First checks every setting (:func:`plan_run`), then loads (or makes) the dataset at the scale's size, builds the
@@ -425,7 +522,8 @@ def run(algo: str, dataset: str, *, scale: str | None = None, steps: int | None 
     plans = [plan_run(algo, dataset, scale=scale, steps=steps, seed=s, device=device, out=o, overrides=overrides,
                       batch_size=batch_size, eval_every=eval_every, eval_episodes=eval_episodes, evaluate=evaluate,
                       checkpoint_every=checkpoint_every, resume=resume, overwrite=overwrite, override=override,
-                      compile=compile, precision=precision, amp=amp, threads=threads, capture=capture)
+                      compile=compile, precision=precision, amp=amp, threads=threads, capture=capture, env=env,
+                      raw_returns=raw_returns)
              for s, o in zip(seed_list, out_list)]
     plan = plans[0]
     if group and len({p.out.resolve() for p in plans}) != len(plans):
@@ -444,7 +542,11 @@ def _run_held(plans: list, group: bool, seed_list: list, *, overrides, device, c
     plan = plans[0]
     if plan.threads is not None:
         torch.set_num_threads(plan.threads)
-    raw = full = datasets.load_dataset(plan.dataset, plan.transitions, progress=progress)
+    if plan.file_data is not None:  # a file of your own, read and checked by plan_run
+        data = plan.file_data
+        raw = full = data if plan.transitions == len(data) else data.take(plan.transitions)
+    else:
+        raw = full = datasets.load_dataset(plan.dataset, plan.transitions, progress=progress)
     if getattr(plan.config, "top_fraction", 1.0) < 1.0:  # filtered BC (10%BC): only the best episodes
         from . import maze  # a maze dataset's episodes end at goal states: 10%BC ranks whole trajectories there
         fraction = plan.config.top_fraction
@@ -473,6 +575,10 @@ def _run_held(plans: list, group: bool, seed_list: list, *, overrides, device, c
         settings = p.settings()
         # which data the run saw (before 10%BC's filter): rolled out again on another CPU, a dataset can differ
         settings["data"] = {"episodes": len(full.episode_bounds()), "sha256": full.fingerprint()}
+        if p.file_data is not None or p.task is None:  # what load_agent needs without a named dataset
+            settings |= {"env_id": p.env_id, "task": p.task, "obs_dim": raw.obs_dim, "act_dim": raw.act_dim,
+                         **{k: None if b is None else b.tolist()
+                            for k, b in (("action_low", raw.action_low), ("action_high", raw.action_high))}}
         if group:  # trained together with these seeds (seeds as a batch axis)
             settings["batch_of_seeds"] = seed_list
         p.out.mkdir(parents=True, exist_ok=True)
@@ -509,8 +615,9 @@ def _run_held(plans: list, group: bool, seed_list: list, *, overrides, device, c
         if history["eval"]:
             e = history["eval"][-1]
             success = f", success rate {e['success_rate']:.2f}" if "success_rate" in e else ""
+            score = f", normalised score {e['score_mean']:.1f}" if "score_mean" in e else " (raw returns)"
             print(f"final evaluation at step {e['step']}{f' (seed {s})' if group else ''}: return "
-                  f"{e['return_mean']:.1f} +- {e['return_std']:.1f}, normalised score {e['score_mean']:.1f}{success}")
+                  f"{e['return_mean']:.1f} +- {e['return_std']:.1f}{score}{success}")
         # the run's wall time over all its parts: the earlier ones (each up to its checkpoint) and this process's
         segments = history["segments_s"][:-1] + [time.perf_counter() - start]
         total = None if None in segments else sum(segments)
@@ -578,13 +685,15 @@ def load_agent(run_dir: str | os.PathLike, device: str = "cpu") -> LoadedAgent:
     weights = saved_agent(run_dir)
     try:
         settings = json.loads((run_dir / "config.json").read_text())
-        algo, dataset, fields = settings["algo"], settings["dataset"], settings["config"]
+        # a run that train() wrote from Python records its agent's class instead of an --algo name
+        algo = settings["algo"] if "algo" in settings else algo_name(settings["agent"])
+        dataset, fields = settings["dataset"], settings["config"]
     except (ValueError, KeyError, TypeError) as e:
         raise UserError(f"{run_dir / 'config.json'} is damaged ({type(e).__name__}: {e}); it cannot say which agent "
                         f"to build") from None
     if algo is None or algo not in ALGORITHMS:
-        raise UserError(f"{run_dir / 'config.json'}: algo {algo!r} is not one minirl builds (one of "
-                        f"{', '.join(ALGORITHMS)}); rebuild the agent yourself and load {weights.name} into it")
+        raise UserError(f"{run_dir / 'config.json'}: {settings.get('agent', algo)!r} is not an agent minirl builds "
+                        f"(one of {', '.join(ALGORITHMS)}); rebuild the agent yourself and load {weights.name} into it")
     if "env_id" in settings:  # your own data (train --dataset FILE --env ID), or train() called from Python
         env_id, task_name = settings["env_id"], settings.get("task")
     else:

@@ -230,17 +230,16 @@ def train(agent, dataset: OfflineDataset, steps: int, *, batch_size: int = 256, 
 
 def _write_run_config(out: Path, agent, dataset: OfflineDataset, **settings) -> None:
     """``out/config.json`` for a run that :func:`train` was given directly (no ``meta``): the algorithm's name and
-    config, the environment, the dimensions and action bounds, so that :func:`minirl.runs.load_agent` rebuilds the
-    agent; kept as it is when it exists (a resumed run)."""
+    class and config, the environment, the dimensions and action bounds, so that :func:`minirl.runs.load_agent`
+    rebuilds the agent; kept as it is when it exists (a resumed run)."""
     from dataclasses import asdict, is_dataclass
-
-    from .runs import algo_name
     if (out / "config.json").exists():
         return
     cfg = getattr(agent, "cfg", None)
     fields = {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(cfg).items()} if is_dataclass(cfg) else None
     bounds = [None if b is None else b.tolist() for b in (dataset.action_low, dataset.action_high)]
-    record = {"algo": algo_name(agent), "dataset": None, "env_id": settings.pop("eval_env"),
+    cls = type(agent)
+    record = {"agent": f"{cls.__module__}.{cls.__name__}", "dataset": None, "env_id": settings.pop("eval_env"),
               "task": settings.pop("task"), "obs_dim": dataset.obs_dim, "act_dim": dataset.act_dim,
               "action_low": bounds[0], "action_high": bounds[1], **settings, "config": fields,
               "data": {"episodes": len(dataset.episode_bounds()), "sha256": dataset.fingerprint()},
@@ -265,6 +264,12 @@ def _train(agent, dataset, steps, *, batch_size, eval_env, eval_every, eval_epis
         at_least("checkpoint_every", checkpoint_every, 1)
     if eval_every and eval_env is None:
         raise ValueError("eval_every is set but eval_env is None: pass the environment id to evaluate in")
+    if batch_size > len(dataset):  # drawn with replacement it would run, each batch repeating the dataset
+        raise UserError(f"batch_size {batch_size:,d} is larger than the dataset ({len(dataset):,d} transitions); "
+                        f"use a batch of at most {len(dataset):,d}")
+    if dataset.flag_problem():
+        import warnings
+        warnings.warn(f"the dataset's episode flags: {dataset.flag_problem()}", stacklevel=3)
     outs = [Path(o) if o is not None else None for o in outs]
     out = outs[0]
     if checkpoint_every and out is None:

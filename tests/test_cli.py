@@ -180,7 +180,12 @@ def _bad_inputs():
         (t("--amp", "--precision", "float32"), "--amp is --precision bf16: it contradicts --precision float32"),
         (t("--compile", "fast"), "argument --compile: invalid choice: 'fast'"),
         (t("--stepz", 5), "unrecognized arguments: --stepz 5 (did you mean '--steps'?)"),
-        (t("--eval", 5), "ambiguous option: --eval could match"),
+        (t("--eval", 5), "unrecognized arguments: --eval 5"),  # no abbreviations: neither --eval-every nor ...
+        (t("--step", 100), "unrecognized arguments: --step 100 (did you mean '--steps'?)"),  # ... --step as --steps
+        (t("--batch-size", 1_000_000), "--batch-size 1,000,000 is larger than the dataset (5,000 transitions of "
+                                       "pendulum-random at the smoke scale)"),
+        (t("--set", "lr=1e-3", algo="iql"), "IQLConfig has no field 'lr' (did you mean 'actor_lr', 'critic_lr', "
+                                            "'value_lr'"),
         (t("--override", "lr"), "--override names settings a resumed run may change: it needs --resume"),
         (t("--resume", "--overwrite"), "choose one"),
         (t("--out", "{ws}/a_file"), "is a file, not a directory"),

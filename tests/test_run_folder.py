@@ -141,7 +141,8 @@ def test_train_from_python_writes_what_load_agent_needs(tmp_path, data):
     train(agent, ds, 20, batch_size=32, out=out, eval_env="Pendulum-v1", eval_every=20, eval_episodes=1,
           task="pendulum", progress=False)
     settings = json.loads((out / "config.json").read_text())
-    assert settings["algo"] == "bc" and settings["env_id"] == "Pendulum-v1" and settings["config"]["hidden"] == [16, 16]
+    assert settings["agent"] == "minirl.bc.BC" and settings["env_id"] == "Pendulum-v1"
+    assert settings["config"]["hidden"] == [16, 16]
     loaded = load_agent(out)
     obs = ds.observations[:5].copy()
     assert np.array_equal(loaded.act(obs), agent.act(obs))
