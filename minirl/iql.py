@@ -293,6 +293,7 @@ class IQL:
 
     def state_dict(self) -> dict:
         return {"config": asdict(self.cfg), "step": self.step,
+                "schedule_t": int(self.t),  # the actor's schedule: the updates plus any extract() steps
                 "actor": self.actor.state_dict(), "critic": self.critic.state_dict(),
                 "critic_target": self.critic_target.state_dict(), "value": self.value.state_dict(),
                 "actor_opt": self.actor_opt.state_dict(), "critic_opt": self.critic_opt.state_dict(),
@@ -303,4 +304,4 @@ class IQL:
             getattr(self, name).load_state_dict(state[name])
         scheduled_lr(self.actor_opt)  # a saved learning rate comes back as a number
         self.step = int(state["step"])
-        self.t.fill_(self.step)
+        self.t.fill_(int(state.get("schedule_t", self.step)))  # a checkpoint older than schedule_t: t was step

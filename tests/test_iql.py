@@ -1,3 +1,4 @@
+import copy
 import io
 import math
 
@@ -383,3 +384,31 @@ def test_iql_learns_the_best_in_support_action_bc_does_not():
         errors[algo] = np.abs(agent.act(norm.transform(test_obs))[:, 0] - test_obs[:, 0]).mean()
     # BC learns the mean action ~0 (error ~0.4); IQL moves towards the best action s_0
     assert errors["bc"] > 0.3 and errors["iql"] < 0.5 * errors["bc"], errors
+
+
+def test_a_checkpoint_after_extraction_resumes_the_cosine_schedule_where_it_was():
+    """Issue 73: extract() advanced the schedule tensor t but not step, and load_state_dict set t from step, so a
+    checkpoint taken after extraction resumed the actor's cosine learning rate at another point."""
+    agent = small_agent(max_steps=100)
+    b = random_batch(B=16)
+    for _ in range(5):
+        agent.update(b)
+    for _ in range(7):
+        agent.extract(b)
+    assert agent.step == 5 and int(agent.t) == 12
+    resumed = small_agent(max_steps=100)
+    from minirl.train import load_agent_state
+    saved = io.BytesIO()
+    torch.save(agent.state_dict(), saved)  # a checkpoint, as train writes it
+    saved.seek(0)
+    load_agent_state(resumed, torch.load(saved, weights_only=False), "checkpoint.pt", keep_optimizer_settings=True)
+    assert int(resumed.t) == 12 and resumed.step == 5
+    assert float(resumed.actor_lr()) == float(agent.actor_lr()) == float(cosine_lr(torch.tensor(12.0), 100, 3e-4))
+    # and the next steps are the same steps
+    assert float(resumed.extract(b)["actor_lr"]) == float(agent.extract(b)["actor_lr"])
+    for p, q in zip(resumed.actor.parameters(), agent.actor.parameters()):
+        assert torch.equal(p, q)
+    old = {k: v for k, v in copy.deepcopy(agent.state_dict()).items() if k != "schedule_t"}  # written before the fix
+    older = small_agent(max_steps=100)
+    older.load_state_dict(old)
+    assert int(older.t) == older.step == 5  # what such a checkpoint can say
