@@ -21,10 +21,10 @@ are the same distribution as the data's.
 statistic of record, the mean of its last 5 evaluations, ``minirl.plots.RECORD_K``) and the critic's (the same mean
 of ``q_start``). In bold, per dataset, the setting each one ranks first.
 
-**Checkpoints table.** Per sweep and dataset, over its nine runs (and over all 36): the mean score at the final checkpoint, at the
-checkpoint with the highest ``q_start`` ("critic's pick") and at the checkpoint with the highest score (the best any
-selector could do, "oracle", itself an optimistic number: the largest of ten noisy evaluations); how often the
-critic's pick is the run's last checkpoint, and how often it is the oracle's.
+**Checkpoints table.** Per sweep and dataset, over its nine runs (and over all 36): the mean score at the final
+checkpoint, at the checkpoint with the highest ``q_start`` ("critic's pick") and at the checkpoint with the highest
+score (the best any selector could do, "oracle", itself an optimistic number: the largest of ten noisy
+evaluations); how often the critic's pick is the run's last checkpoint, and how often it is the oracle's.
 """
 from __future__ import annotations
 

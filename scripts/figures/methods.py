@@ -31,12 +31,12 @@ NODES = {
 }
 EDGES = [("q1", "q2", "yes"), ("q1", "q3", "no"), ("q2", "imitate", "yes"), ("q2", "dp", "no"),
          ("q3", "dp", "yes"), ("q3", "near", "no")]
-HALF = {"q": (0.16, 0.08), "imitate": (0.145, 0.075), "dp": (0.145, 0.075), "near": (0.145, 0.075)}
+HALF = {"q": (0.16, 0.08), "imitate": (0.145, 0.075), "dp": (0.145, 0.075), "near": (0.145, 0.075)}  # half sizes
 
 
 def _half(name: str) -> tuple[float, float]:
-    kind = NODES[name][3]
-    return HALF[kind if kind != "q" else "q"] if kind == "q" else HALF[name]
+    """Half the width and height of a node's box: one size for the questions, one per leaf."""
+    return HALF["q"] if NODES[name][3] == "q" else HALF[name]
 
 
 def main(out_dir: Path) -> list[Path]:
@@ -59,8 +59,8 @@ def main(out_dir: Path) -> list[Path]:
             ax.annotate("", xy=end, xytext=start, arrowprops=dict(arrowstyle="-|>", color="0.25", lw=1.4))
             ax.text((start[0] + end[0]) / 2 + 0.012, (start[1] + end[1]) / 2, label, color="0.15", fontsize=11,
                     fontstyle="italic", ha="left", va="center")
-        ax.text(0.5, 0.04, "A later online phase will fine-tune the policy? Start from IQL or Cal-QL (chapter 'What came "
-                "after').", ha="center", va="center", fontsize=10.5, color="0.2")
+        ax.text(0.5, 0.04, "A later online phase will fine-tune the policy? Start from IQL or Cal-QL "
+                "(chapter 'What came after').", ha="center", va="center", fontsize=10.5, color="0.2")
         ax.set_title("Which family of offline methods fits a dataset", fontsize=13)
         out = Path(out_dir) / "methods_chart.png"
         fig.savefig(out, dpi=130, bbox_inches="tight")
