@@ -530,6 +530,9 @@ def dataset_info(name: str, n_transitions: int | None = None, progress: bool = T
         stats, best10 = maze.trajectory_stats(ds), maze.trajectory_stats(maze.best_trajectories(ds, 0.1))
     else:
         stats, best10 = ds.return_stats(), ds.best_episodes(0.1).return_stats()
+    ref = reference_checksum(name, len(ds))
+    stats["sha256"] = ds.fingerprint()  # and whether it is the recorded one (assets/datasets/checksums.json)
+    stats["recorded_checksum"] = None if ref is None else "same" if ref["sha256"] == stats["sha256"] else "differs"
     stats["normalized_score_mean"] = float(normalized_score(task, stats["return_mean"]))
     stats["normalized_score_max"] = float(normalized_score(task, stats["return_max"]))
     stats["best_10pct_episodes"] = best10["episodes"]

@@ -109,3 +109,10 @@ def test_every_named_dataset_has_a_recorded_checksum_at_the_smoke_size():
     for record in table.values():
         assert set(record) >= {"sha256", "transitions", "episodes", "return_mean", "fields", "made_on"}
         assert set(record["fields"]) == set(FIELDS)
+
+
+def test_dataset_info_says_whether_the_dataset_is_the_recorded_one():
+    from minirl.datasets import dataset_info
+    info = dataset_info("pendulum-random", 5000, progress=False)
+    assert info["recorded_checksum"] == "same" and len(info["sha256"]) == 64
+    assert dataset_info("pendulum-random", 300, progress=False)["recorded_checksum"] is None  # none recorded
