@@ -292,6 +292,38 @@ def _check_sweep(task: str, fn, arg, want: tuple, labels: tuple[str, ...], descr
                                                                           else None)
 
 
+# while grading, a sweep runs at settings drawn from these pools (as many as the public ones), per student and task
+POOLS = {"threshold": (0.0, 0.05, 0.1, 0.2, 0.3, 0.5, 0.7, 1.0),
+         "alpha": (0.0, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0, 30.0),
+         "expectile": (0.5, 0.6, 0.7, 0.8, 0.85, 0.9, 0.95, 0.99),
+         "stitching": (0.5, 0.55, 0.6, 0.65, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95, 0.99)}
+
+
+def sweep_settings(name: str, public: tuple) -> tuple:
+    """The settings a sweep is checked at: ``public`` for the self-check, and while grading as many drawn (sorted,
+    distinct) from ``POOLS[name]`` by the task's draw (:func:`~minirl.classroom.checks.fresh`)."""
+    from . import checks
+    if checks._FRESH is None:
+        return tuple(public)
+    rng = np.random.default_rng(checks.fresh(len(name)))
+    return tuple(float(v) for v in sorted(rng.choice(POOLS[name], len(public), replace=False)))
+
+
+def sweep_reference(name: str, settings: tuple, reference, public: tuple, parts: int = 1):
+    """A thunk giving the reference's outputs at ``settings`` (a tuple of ``parts`` arrays): the whole public sweep
+    cached once, drawn settings each cached on its own (every setting of a sweep is its own run from seed 0)."""
+    def want():
+        if tuple(settings) == tuple(public):
+            out = _cached(name, reference)
+        else:
+            per = [_cached((name, v), lambda v=v: reference((v,))) for v in settings]
+            out = tuple(np.concatenate([np.asarray(p[k] if parts > 1 else p).reshape(-1) for p in per])
+                        for k in range(parts))
+            out = out if parts > 1 else out[0]
+        return out if parts > 1 else (out,)
+    return want
+
+
 def _index(values: np.ndarray, i: int, n: int) -> float:
     if values.shape != (n,):
         raise ValueError(f"expected {n} values (one per setting), got shape {values.shape}")
@@ -301,25 +333,28 @@ def _index(values: np.ndarray, i: int, n: int) -> float:
 def check_threshold_sweep(fn):
     """Task: ``fn(thresholds)`` returns the true return of discrete BCQ's greedy allowed policy, one per threshold
     (:func:`threshold_sweep_reference`). Returns the student's returns (``None`` if the function fails), to plot."""
-    want = lambda: _cached("threshold", threshold_sweep_reference)  # noqa: E731 - computed where verdicts are
-    return _check_sweep("threshold_sweep", fn, THRESHOLDS, lambda: (want(),), ("the return",),
-                        [f"threshold {t:g}" for t in THRESHOLDS], atol=1e-3,
+    settings = sweep_settings("threshold", THRESHOLDS)
+    want = sweep_reference("threshold", settings, threshold_sweep_reference, THRESHOLDS)
+    return _check_sweep("threshold_sweep", fn, settings, want, ("the return",),
+                        [f"threshold {t:g}" for t in settings], atol=1e-3,
                         reference=threshold_sweep_reference)
 
 
 def check_alpha_sweep(fn):
     """Task: ``fn(alphas)`` returns ``(returns, gaps)`` of discrete CQL, one per alpha (:func:`alpha_sweep_reference`).
     Returns the student's pair (``None`` if the function fails), to plot."""
-    want = lambda: _cached("alpha", alpha_sweep_reference)  # noqa: E731 - computed where verdicts are
-    return _check_sweep("alpha_sweep", fn, ALPHAS, want, ("the return", "the Q gap unseen - seen"),
-                        [f"alpha {a:g}" for a in ALPHAS], atol=1e-3,
+    settings = sweep_settings("alpha", ALPHAS)
+    want = sweep_reference("alpha", settings, alpha_sweep_reference, ALPHAS, parts=2)
+    return _check_sweep("alpha_sweep", fn, settings, want, ("the return", "the Q gap unseen - seen"),
+                        [f"alpha {a:g}" for a in settings], atol=1e-3,
                         reference=alpha_sweep_reference)
 
 
 def check_expectile_sweep(fn):
     """Task: ``fn(expectiles)`` returns IQL's mean V(s) over the data, one per expectile
     (:func:`expectile_sweep_reference`). Returns the student's values (``None`` if the function fails), to plot."""
-    want = lambda: _cached("expectile", expectile_sweep_reference)  # noqa: E731 - computed where verdicts are
-    return _check_sweep("expectile_sweep", fn, EXPECTILES, lambda: (want(),), ("the mean V(s)",),
-                        [f"expectile {t:g}" for t in EXPECTILES], atol=1e-3,
+    settings = sweep_settings("expectile", EXPECTILES)
+    want = sweep_reference("expectile", settings, expectile_sweep_reference, EXPECTILES)
+    return _check_sweep("expectile_sweep", fn, settings, want, ("the mean V(s)",),
+                        [f"expectile {t:g}" for t in settings], atol=1e-3,
                         reference=expectile_sweep_reference)

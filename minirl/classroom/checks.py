@@ -347,6 +347,9 @@ class Checks:
         references = () if reference is None else reference if isinstance(reference, (tuple, list)) else (reference,)
         self.watch = ReferenceWatch(references) if references and _MODE != "judge" else None
         self.unavailable = Unavailable(references) if references and _MODE != "judge" else None
+        if self.unavailable is not None:  # a call of a stub (say, in a thread the answer starts) is a use too
+            for function, _, stub in self.unavailable.functions:
+                self.watch.names[id(stub)] = (stub, _reference_name(function))
         self.recorded: list[dict] = []                       # probe: what the answer returned, check by check
         self.replay = list(_REPLAY.get(task, [])) if _MODE == "judge" else None
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .agent_checks import _cached, _check_sweep
+from .agent_checks import _cached, _check_sweep, sweep_reference, sweep_settings
 from .checks import Checks, _pick, fresh
 
 STITCH_TAUS = (0.5, 0.6, 0.7, 0.75, 0.8, 0.9, 0.99)  # IQL's expectile, the stitching chapter's experiment
@@ -120,9 +120,10 @@ def stitching_sweep_reference(taus=STITCH_TAUS) -> tuple[np.ndarray, np.ndarray]
 def check_stitching_sweep(fn):
     """Task: ``fn(taus)`` returns ``(estimates, values)`` of tabular IQL on the chapter's data, one per expectile
     (:func:`stitching_sweep_reference`). Returns the student's pair (``None`` if the function fails), to plot."""
-    want = lambda: _cached("stitching", stitching_sweep_reference)  # noqa: E731 - computed where verdicts are
-    return _check_sweep("stitching_sweep", fn, STITCH_TAUS, want, ("IQL's estimate V_tau(S)",
-                        "the value of its greedy policy at S"), [f"tau {t:g}" for t in STITCH_TAUS], atol=1e-6,
+    settings = sweep_settings("stitching", STITCH_TAUS)
+    want = sweep_reference("stitching", settings, stitching_sweep_reference, STITCH_TAUS, parts=2)
+    return _check_sweep("stitching_sweep", fn, settings, want, ("IQL's estimate V_tau(S)",
+                        "the value of its greedy policy at S"), [f"tau {t:g}" for t in settings], atol=1e-6,
                         reference=stitching_sweep_reference)
 
 
