@@ -217,7 +217,7 @@ def train(agent, dataset: OfflineDataset, steps: int, *, batch_size: int = 256, 
             agents_ = agent if isinstance(agent, (list, tuple)) else [agent]
             seeds_ = seed if isinstance(seed, (list, tuple)) else [seed]
             for one, s, o in zip(agents_, seeds_, out if isinstance(out, (list, tuple)) else [out]):
-                if o is not None:
+                if o is not None and not (resume and (Path(o) / "checkpoint.pt").exists()):  # resumed: kept
                     _write_run_config(Path(o), one, dataset, steps=steps, seed=s, batch_size=batch_size,
                                       eval_env=eval_env, task=task)
         return _train(agent, dataset, steps, batch_size=batch_size, eval_env=eval_env, eval_every=eval_every,
@@ -229,12 +229,10 @@ def train(agent, dataset: OfflineDataset, steps: int, *, batch_size: int = 256, 
 
 
 def _write_run_config(out: Path, agent, dataset: OfflineDataset, **settings) -> None:
-    """``out/config.json`` for a run that :func:`train` was given directly (no ``meta``): the algorithm's name and
-    class and config, the environment, the dimensions and action bounds, so that :func:`minirl.runs.load_agent`
-    rebuilds the agent; kept as it is when it exists (a resumed run)."""
+    """``out/config.json`` for a run that :func:`train` was given directly (no ``meta``): the agent's class and
+    config, the environment, the dimensions and action bounds, so that :func:`minirl.runs.load_agent`
+    rebuilds the agent (a resumed run keeps the one its start wrote)."""
     from dataclasses import asdict, is_dataclass
-    if (out / "config.json").exists():
-        return
     cfg = getattr(agent, "cfg", None)
     fields = {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(cfg).items()} if is_dataclass(cfg) else None
     bounds = [None if b is None else b.tolist() for b in (dataset.action_low, dataset.action_high)]

@@ -147,3 +147,19 @@ def test_train_from_python_writes_what_load_agent_needs(tmp_path, data):
     obs = ds.observations[:5].copy()
     assert np.array_equal(loaded.act(obs), agent.act(obs))
     assert loaded.step == 20 and loaded.evaluate(1)["returns"].shape == (1,)
+
+
+def test_train_from_python_again_into_the_folder_rewrites_config_json_and_a_resume_keeps_it(tmp_path, data):
+    from minirl.bc import BC, BCConfig
+    from minirl.datasets import load_dataset
+    from minirl.runs import load_agent
+    from minirl.train import train
+    ds = load_dataset("pendulum-random", 400, progress=False)
+    out = tmp_path / "py-run"
+    for hidden in ((16, 16), (8,)):
+        agent = BC(ds.obs_dim, ds.act_dim, ds.action_low, ds.action_high, BCConfig(hidden=hidden))
+        train(agent, ds, 10, batch_size=32, out=out, checkpoint_every=10, progress=False)
+        assert json.loads((out / "config.json").read_text())["config"]["hidden"] == list(hidden)
+    train(agent, ds, 20, batch_size=32, out=out, resume=True, progress=False)
+    assert json.loads((out / "config.json").read_text())["steps"] == 10  # the run's start wrote it
+    assert load_agent(out).step == 20
