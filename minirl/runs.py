@@ -383,6 +383,9 @@ def load_data_file(path: str | os.PathLike, env_id: str | None = None) -> Offlin
     except UserError:
         raise
     except (ValueError, OSError, ImportError) as e:
+        if env_id is None and "no action bounds were given" in str(e):  # say it in the command line's words
+            e = (f"{str(e).split(' and no action bounds')[0]}, and the file stores no action_low / action_high: "
+                 f"pass --env ENV_ID (its action space gives the bounds) or save them in the file")
         dims = _file_dims(p)  # the wrong environment says so before what its bounds make of the actions
         if env_id is not None and dims is not None and dims != (obs_dim, len(low)):
             e = f"has obs_dim={dims[0]}, act_dim={dims[1]}; --env {env_id} has obs_dim={obs_dim}, act_dim={len(low)}"

@@ -80,6 +80,13 @@ def test_my_file_mistakes_are_one_line_before_any_work(cli, pendulum_arrays, tmp
     assert not (tmp_path / "runs").exists()
 
 
+def test_my_file_without_bounds_and_without_env_says_how_to_give_them(cli, pendulum_arrays, tmp_path):
+    np.savez(tmp_path / "my.npz", **pendulum_arrays)
+    code, _, err = cli("train", "--dataset", tmp_path / "my.npz", "--no-eval", "--algo", "bc", "--steps", 5)
+    assert code == 2 and err.count("\n") == 1, err
+    assert "outside [-1, 1]" in err and "pass --env ENV_ID (its action space gives the bounds)" in err
+
+
 def test_a_missing_file_or_a_named_dataset_with_env_says_so(cli, pendulum_arrays, tmp_path):
     code, _, err = cli("train", "--dataset", tmp_path / "nothere.npz", "--env", "Pendulum-v1", *TINY)
     assert code == 2 and "nothere.npz: no such file" in err
