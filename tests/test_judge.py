@@ -171,21 +171,28 @@ def attacked(tmp_path_factory):
         nb = filled(NB, replace={t: None for t in TASKS[1:]} | {"policy_transition": WRONG + payload})
         write(folder, student, NB, nb)
     write(folder, "honest", NB, filled(NB))
-    results, _ = grader.grade_folder(folder, parallel=2, time_limit=60)
-    return students, results
+    sentinel = tmp_path_factory.mktemp("grader") / "open-while-grading.txt"
+    with open(sentinel, "w") as held:  # a file the grader has open: the attacks write to every descriptor they find
+        results, _ = grader.grade_folder(folder, parallel=2, time_limit=60)
+        held.flush()
+    return students, results, sentinel.read_text()
 
 
 @pytest.mark.parametrize("attack", list(ATTACKS))
 def test_an_attack_gets_no_credit(attacked, attack):
-    students, results = attacked
+    students, results, _ = attacked
     rows = rows_of(results, students[attack])
     assert set(TASKS) <= set(rows)
     earned = {t: (r.status, r.points) for t, r in rows.items() if r.level != "written"}
     assert all(not rows[t].passed and rows[t].points == 0 for t in TASKS), earned
 
 
+def test_no_file_the_grader_has_open_is_written(attacked):
+    assert attacked[2] == ""
+
+
 def test_the_honest_student_next_to_them_gets_full_marks(attacked):
-    _, results = attacked
+    _, results, _ = attacked
     rows = rows_of(results, "honest")
     assert all(rows[t].passed and rows[t].points == rows[t].points_possible > 0 for t in TASKS), \
         {t: r.status for t, r in rows.items()}

@@ -335,6 +335,12 @@ def run_child(steps: list[dict], work: str, result_path: str, forbidden: list[st
     os.dup2(stray, 2)
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)
+    # no file the grader has open (its terminal, its log, another child's records) stays reachable by number
+    with contextlib.suppress(OSError):
+        for name in os.listdir("/proc/self/fd"):
+            if name.isdigit() and int(name) not in (0, 1, 2, fd):
+                with contextlib.suppress(OSError):
+                    os.close(int(name))
     if hidden is not None:
         isolate(work, hidden, temp_root or tempfile.gettempdir())  # raises: the grader reports the child's death
     os.chdir(work)
