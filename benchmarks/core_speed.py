@@ -36,7 +36,7 @@ def synthetic(n=1_000_000, obs_dim=11, act_dim=3):
 
 
 def main():
-    p = argparse.ArgumentParser()
+    p = argparse.ArgumentParser(allow_abbrev=False, )
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--threads", type=int, default=torch.get_num_threads())
     a = p.parse_args()

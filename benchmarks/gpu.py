@@ -599,7 +599,7 @@ def write_run(root: Path, ck: dict, seed_rows: list[dict], episodes: int) -> Pat
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n\n")[0])
     ap.add_argument("--dry-run", action="store_true", help="on the CPU, small sizes, no CUDA graphs")
     ap.add_argument("--budget", type=float, default=420.0, help="seconds for everything (default 420)")
     ap.add_argument("--seconds", type=float, default=3.0, help="timing window per row (default 3)")

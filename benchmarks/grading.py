@@ -77,7 +77,7 @@ def load() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n\n")[0])
     p.add_argument("--students", type=int, default=30)
     p.add_argument("--parallel", type=int, default=2)
     p.add_argument("--time-limit", type=float, default=None,

@@ -411,7 +411,7 @@ def _loadavg() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n\n")[0])
     p.add_argument("--algos", nargs="+", default=["bc", "bcq", "cql", "iql"], choices=sorted(runs.ALGORITHMS))
     p.add_argument("--batch-size", type=int, default=256)
     p.add_argument("--seconds", type=float, default=15.0, help="timing window per measurement")

@@ -66,7 +66,7 @@ def _one(job: tuple[str, int]) -> tuple[str, int, float, float]:
 
 def main() -> None:
     from minirl.classroom import project_checks as pc
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
     p.add_argument("--workers", type=int, default=2, help="runs at a time, one thread each (default 2)")
     args = p.parse_args()
     g = pc.GRADING["seed"]

@@ -27,7 +27,7 @@ def bc_score(ds, env_id, task, steps, seed, episodes):
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
     p.add_argument("names", nargs="+")
     p.add_argument("--steps", type=int, default=5000)
     p.add_argument("--seeds", type=int, default=3)

@@ -44,7 +44,7 @@ def summary_rows(runs: list[dict]) -> list[str]:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
     p.add_argument("roots", nargs="+", help="results folders (each <label>/<dataset>/s<seed>/)")
     p.add_argument("--figure", default=None, help="write the learning curves to this image file")
     a = p.parse_args(argv)

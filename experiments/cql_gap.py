@@ -96,7 +96,7 @@ def climb(log_path: Path, lr: float) -> dict:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
     p.add_argument("run", type=Path, help="a CQL run's folder (config.json and agent.pt or checkpoint.pt)")
     p.add_argument("--log", type=Path, help="the run's log.jsonl, for the multiplier's climb")
     p.add_argument("--out", type=Path, default=REPO / "results" / "stitching-diagnostics" / "cql-gap.json")

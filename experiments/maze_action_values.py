@@ -73,7 +73,7 @@ def analyse(run: Path) -> dict:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
     p.add_argument("run", type=Path, help="a run directory on a maze dataset (config.json and agent.pt or checkpoint.pt)")
     p.add_argument("--out", type=Path, default=OUT)
     a = p.parse_args(argv)

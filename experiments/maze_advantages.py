@@ -185,7 +185,7 @@ def analyse(run_dir: Path) -> dict:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
     p.add_argument("runs", nargs="*", type=Path, help="finished IQL runs on a maze (with agent.pt)")
     p.add_argument("--default", action="store_true", help="the 300,000-step IQL (LayerNorm) runs of stitch task 1")
     p.add_argument("--out", type=Path, default=OUT, help=f"where to write the JSON (default {OUT.relative_to(REPO)})")

@@ -75,7 +75,7 @@ def statistics(traj: dict) -> dict:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n")[0])
     p.add_argument("--mazes", nargs="+", default=["medium"], choices=maze.MAZES)
     p.add_argument("--kinds", nargs="+", default=list(maze.KINDS), choices=maze.KINDS)
     p.add_argument("--fresh", action="store_true", help="generate again even when cached (to time it)")

@@ -149,7 +149,7 @@ def summary(out: Path) -> str:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
     p.add_argument("runs", nargs="*", type=Path,
                    help="IQL runs on a maze: finished (agent.pt) or training (their latest checkpoint.pt)")
     p.add_argument("--default", action="store_true", help="the 300,000-step IQL (LayerNorm) runs of stitch task 1")

@@ -77,7 +77,7 @@ def analyse(name: str) -> dict:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
     p.add_argument("datasets", nargs="*", default=DEFAULT, help=f"maze datasets (default: {' '.join(DEFAULT)})")
     p.add_argument("--out", type=Path, default=OUT)
     a = p.parse_args(argv)

@@ -100,7 +100,7 @@ def rollouts(dataset: str, seed: int, runs_to_draw: dict[str, str] | None = None
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
     p.add_argument("--datasets", nargs="+", default=list(DATASETS))
     p.add_argument("--seed", type=int, default=0, help="the training seed whose agents are rolled out")
     p.add_argument("--root", type=Path, help="look for the runs under this folder only (default: the 50k grid's)")

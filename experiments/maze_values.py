@@ -221,7 +221,7 @@ def report(extra: list[Path] = (), out: Path = ROOT, only: bool = False) -> None
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("run")
     r.add_argument("setting", choices=sorted(SETTINGS))

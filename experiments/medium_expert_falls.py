@@ -81,7 +81,7 @@ def run_dir(tag: Path, name: str, seed: int) -> Path:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n")[0])
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     p.add_argument("--steps", type=int, default=300_000, help="gradient steps of each run (of a 1M-step schedule)")
     p.add_argument("--window", type=int, nargs=2, default=[140_000, 300_000], metavar=("FROM", "TO"))

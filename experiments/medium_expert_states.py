@@ -131,7 +131,7 @@ def calibrate(ds, half: int, normed, ref_idx, reference, ref_group, stride: int,
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n")[0])
     p.add_argument("agents", type=Path, nargs="+", help="checkpoint files (with --config) or finished run directories")
     p.add_argument("--config", type=Path, default=None, help="the run's config.json, for checkpoint files")
     p.add_argument("--out", type=Path, required=True, help="folder for one step<k>.json per agent")

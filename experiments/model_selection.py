@@ -147,7 +147,7 @@ def totals(rows: list[dict]) -> dict:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
     parser.add_argument("--json", action="store_true", help="print the rows as JSON instead of the two tables")
     args = parser.parse_args(argv)
     try:

@@ -100,7 +100,7 @@ def write_buffers(path: Path, out: Path, history: list[dict], same: bool | None,
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n")[0])
     p.add_argument("--sac-dir", type=Path, default=None, help="the SAC run (default: $MINIRL_DATA/sac/hopper-s1)")
     p.add_argument("--sac-steps", type=int, required=True, help="environment steps of the SAC run")
     p.add_argument("--prefixes", type=int, nargs="+", default=None,

@@ -684,7 +684,7 @@ def _end(root: Path, failed: list, submitted: int) -> int:
 # --------------------------------------------------------------------------------------------------------------
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n\n")[0])
     p.add_argument("--algos", nargs="+", required=True, choices=sorted(runs.ALGORITHMS))
     p.add_argument("--datasets", nargs="+", required=True)
     p.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])

@@ -195,7 +195,7 @@ def render(table: dict, running: int) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n\n")[0])
     ap.add_argument("--root", type=Path, default=REPO / "results" / "stitching")
     ap.add_argument("--write", action="store_true", help="also write <root>/table.md")
     ap.add_argument("--evals", metavar="DATASET", help="instead: every evaluation of each run of DATASET under --root")

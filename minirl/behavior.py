@@ -471,7 +471,7 @@ def replay_dataset(out_dir: str | os.PathLike, upto: int) -> dict[str, np.ndarra
 
 def main(argv=None):
     import argparse
-    p = argparse.ArgumentParser(description="Train a SAC behaviour policy (resumes from --out).")
+    p = argparse.ArgumentParser(allow_abbrev=False, description="Train a SAC behaviour policy (resumes from --out).")
     p.add_argument("env_id")
     p.add_argument("--steps", type=int, required=True)
     p.add_argument("--out", required=True)

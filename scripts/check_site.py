@@ -403,7 +403,7 @@ def check_overflow(html_dir: str | Path, width: int = 1280, browser: str | None 
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n\n")[0])
     p.add_argument("html_dir", nargs="?", type=Path, default=Path("_build/html"), help="the built site (_build/html)")
     p.add_argument("--repository", help="OWNER/NAME the build names (set_repository.py): check launch/source links")
     p.add_argument("--branch", default="main", help="the branch those links open (main)")

@@ -36,7 +36,7 @@ def run(name: str, out_dir: Path = OUT) -> list[Path]:
 
 def main(argv=None) -> int:
     known = modules()
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
     parser.add_argument("pages", nargs="*", help=f"which pages' figures (default: all of {', '.join(known)})")
     args = parser.parse_args(argv)
     for name in args.pages:

@@ -133,7 +133,7 @@ def write_config(config: Path, owner: str, name: str, branch: str) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n\n")[0])
     p.add_argument("repository", help="OWNER/NAME of the book's GitHub repository")
     p.add_argument("--branch", default="main", help="the branch the launch, edit and source links open (main)")
     p.add_argument("--root", type=Path, default=REPO,

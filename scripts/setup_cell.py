@@ -136,7 +136,7 @@ def all_notebooks(root: Path = REPO) -> list[Path]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n\n")[0])
     p.add_argument("notebooks", nargs="*", type=Path, help="default: every chapter and exercise notebook")
     p.add_argument("--repository", default=None, help="OWNER/NAME (default: from _config.yml repository.url)")
     p.add_argument("--check", action="store_true", help="only report notebooks whose setup cell is missing or stale")

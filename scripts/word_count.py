@@ -96,7 +96,7 @@ def report(root: Path = ROOT) -> tuple[list[dict], int, list[str]]:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true",
                         help="exit 1 if the total is over budget or a stated reading time disagrees with the count")
     args = parser.parse_args(argv)

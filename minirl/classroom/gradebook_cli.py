@@ -107,7 +107,7 @@ def run(a) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m minirl.classroom.gradebook_cli",
+    p = argparse.ArgumentParser(allow_abbrev=False, prog="python -m minirl.classroom.gradebook_cli",
                                 description="after grading: LMS intake, manual marks, gradebook exports, feedback")
     sub = p.add_subparsers(dest="command", required=True)
     add_commands(sub)
