@@ -222,12 +222,11 @@ def test_encode_and_decode_round_trip_plain_data_only():
 def test_a_judged_task_needs_the_values_not_the_verdict():
     """The judge replays the child's values: the right values pass, a forged 'passed' field or too few values do
     not."""
-    from minirl import tabular as tab
     checks._MODE = "probe"
     try:
         del checks._PROBES[:]
         from minirl.classroom.checks import check_policy_transition
-        check_policy_transition(lambda P, pi: tab.policy_transition(P, pi))
+        check_policy_transition(_solution("policy_transition"))
         right = checks._PROBES[-1]["results"]
     finally:
         checks._MODE = "local"
@@ -244,6 +243,17 @@ def test_a_judged_task_needs_the_values_not_the_verdict():
 # Known answers: constants read off the self-check fail the graded run (fresh inputs per student and task)
 # ---------------------------------------------------------------------------------------------------------------
 
+def _solution(task: str):
+    """The reference notebook's answer to a task of chapter 1 (the student's code, not minirl's)."""
+    import numpy as np
+
+    from minirl import tabular as tab
+    scope: dict = {"np": np, "tab": tab}  # what the notebook's setup cell imports
+    for source in _answers(NB).values():
+        exec(source, scope)  # noqa: S102 - the reference notebook's own answer cells
+    return scope[task]
+
+
 def _public_outputs(task: str, answer) -> list:
     """What ``answer`` returns at each check of ``task`` on the public inputs (as the self-check shows them)."""
     checks._MODE = "probe"
@@ -256,10 +266,7 @@ def _public_outputs(task: str, answer) -> list:
 
 
 def test_constants_read_off_the_self_check_pass_it_and_fail_the_graded_run(tmp_path):
-    from minirl import tabular as tab
-    tables = {"policy_transition": _public_outputs("policy_transition", tab.policy_transition),
-              "evaluate_policy": _public_outputs("evaluate_policy", lambda P, R, gamma, pi: tab.evaluate_policy_exact(
-                  tab.FiniteMDP(P, R, gamma), pi))}
+    tables = {task: _public_outputs(task, _solution(task)) for task in ("policy_transition", "evaluate_policy")}
     constants = {task: f"import numpy as np\n_K = {json.dumps(values)}\n\ndef {task}(*args):\n"
                        f"    return np.array(_K.pop(0))\n" for task, values in tables.items()}
     path = write(tmp_path / "class", "kim", NB, filled(NB, replace=constants))
