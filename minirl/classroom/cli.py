@@ -73,10 +73,9 @@ def main(argv: list[str] | None = None) -> int:
             verb = "out of date" if a.check else "written"
             print("\n".join(f"{verb}: {s}" for s in stale) or "all student copies are up to date")
             return 1 if (a.check and stale) else 0
-        if a.command in ("check", "grade"):
-            print(grader.isolation_line())
         if a.command == "check":
             rows, job = grader.check_notebook(a.notebook, time_limit=a.time_limit, exercise=a.exercise)
+            print(grader.isolation_line())  # the report's first line: how the notebook was isolated
             _print_check(rows, job)
             return 0 if all(r.passed for r in rows if r.level != "written") else 1
         if a.command == "grade":
@@ -86,6 +85,7 @@ def main(argv: list[str] | None = None) -> int:
                 raise grader.GradingError(f"--key {a.key}: the file is empty; expected the instructor's key (any text)")
             results, _ = grader.grade_folder(a.folder, time_limit=a.time_limit, parallel=a.parallel,
                                               notebooks=notebooks, key=key)
+            print(grader.isolation_line())  # the report's first line: how the notebooks were isolated
             print(grader.table(results))
             if a.csv:
                 grader.write_csv(results, a.csv)
