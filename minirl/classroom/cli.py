@@ -1,4 +1,5 @@
-"""The command line of the classroom: ``python -m minirl.classroom make-student | check | grade | class-release``.
+"""The command line of the classroom: ``python -m minirl.classroom make-student | check | grade | class-release``,
+and after the grades ``intake | marks-template | gradebook | feedback`` (:mod:`minirl.classroom.gradebook_cli`).
 
 ``make-student`` and ``class-release``: :mod:`minirl.classroom.release`; ``check`` (a student's self-check of one saved
 notebook) and ``grade`` (a folder of submissions): :mod:`minirl.classroom.grader`, both against the reference, never
@@ -11,7 +12,7 @@ import os
 import sys
 from pathlib import Path
 
-from . import grader, release
+from . import gradebook_cli, grader, release
 
 
 def _print_check(rows, job) -> bool:
@@ -38,7 +39,7 @@ def _print_check(rows, job) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m minirl.classroom", description="exercise notebooks: student copies "
+    p = argparse.ArgumentParser(allow_abbrev=False, prog="python -m minirl.classroom", description="exercise notebooks: student copies "
                                 "from the reference notebooks, the self-check, grading, a class's release")
     sub = p.add_subparsers(dest="command", required=True)
     m = sub.add_parser("make-student", help="write notebooks/exercises/*.ipynb, checks.json and book/exercises.md")
@@ -65,9 +66,12 @@ def main(argv: list[str] | None = None) -> int:
     r = sub.add_parser("class-release", help="the book and the student copies without any solution text")
     r.add_argument("out", type=Path, help="a new folder")
     r.add_argument("--no-build", action="store_true", help="only the student copies, not the book")
+    gradebook_cli.add_commands(sub)  # intake, marks-template, gradebook, feedback: after the grades
     a = p.parse_args(argv)
     prog = f"python -m minirl.classroom {a.command}"
     try:
+        if a.command in ("intake", "marks-template", "gradebook", "feedback"):
+            return gradebook_cli.run(a)
         if a.command == "make-student":
             stale = release.make_student(check=a.check, hide_solutions=a.hide_solutions)
             verb = "out of date" if a.check else "written"
