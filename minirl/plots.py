@@ -632,8 +632,8 @@ def verdict_table(comparisons, k: int = RECORD_K, confidence: float = 0.95, n_bo
     against the runs of record, 1M steps against 50,000). Columns: the seeds a side, the difference of the statistic
     of record (mean of the last ``k`` evaluations) with its interval, the same on final evaluations (for the
     laboratory pages), and the reading. A comparison without runs on a side says so."""
-    lines = [f"| claim | dataset | comparison | seeds | last {k} evaluations: difference [95% CI] | "
-             "final evaluation (lab) | verdict |", "| --- | --- | --- | ---: | ---: | ---: | --- |"]
+    lines = [f"| claim | dataset | comparison | seeds | last {k}: difference [95% CI] | final (lab) | verdict |",
+             "| --- | --- | --- | ---: | ---: | ---: | --- |"]
     for claim, dataset, name, runs_a, label_a, runs_b, label_b in comparisons:
         a, b = record_scores(runs_a, label_a, dataset, k), record_scores(runs_b, label_b, dataset, k)
         if not a.size or not b.size:

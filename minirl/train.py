@@ -262,9 +262,11 @@ def _train(agent, dataset, steps, *, batch_size, eval_env, eval_every, eval_epis
         at_least("checkpoint_every", checkpoint_every, 1)
     if eval_every and eval_env is None:
         raise ValueError("eval_every is set but eval_env is None: pass the environment id to evaluate in")
-    if batch_size > len(dataset):  # drawn with replacement it would run, each batch repeating the dataset
-        raise UserError(f"batch_size {batch_size:,d} is larger than the dataset ({len(dataset):,d} transitions); "
-                        f"use a batch of at most {len(dataset):,d}")
+    if batch_size > len(dataset):  # drawn with replacement it runs, each batch repeating transitions: said, not refused
+        import warnings      # (a small filtered dataset, 10%BC's at the smoke scale, is a real case; the command line
+        warnings.warn(       # refuses a --batch-size above the dataset before any work, runs.plan_run)
+            f"batch_size {batch_size:,d} is larger than the dataset ({len(dataset):,d} transitions): each batch "
+            f"draws transitions several times (with replacement)", stacklevel=2)
     if dataset.flag_problem():
         import warnings
         warnings.warn(f"the dataset's episode flags: {dataset.flag_problem()}", stacklevel=3)

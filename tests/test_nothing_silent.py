@@ -24,9 +24,9 @@ def _bc():
     return BC(3, 1, -2.0, 2.0, BCConfig(hidden=(8,)))
 
 
-def test_a_batch_larger_than_the_dataset_is_an_error():
+def test_a_batch_larger_than_the_dataset_is_said_before_training():
     from minirl.train import train
-    with pytest.raises(UserError, match=r"batch_size 1,000 is larger than the dataset \(600 transitions\)"):
+    with pytest.warns(UserWarning, match=r"batch_size 1,000 is larger than the dataset \(600 transitions\)"):
         train(_bc(), pendulum_like(), 5, batch_size=1000, progress=False)
 
 

@@ -569,7 +569,7 @@ def test_verdict_table_judges_by_the_last_five_says_provisional_and_flips():
     lines = plots.verdict_table([("b", "a", "IQL minus 10%BC", runs, "iql", runs, "10%bc"),
                                  ("b", "a", "IQL minus BC", runs, "iql", runs, "bc"),
                                  ("b", "a", "CQL minus BC", runs, "cql", runs, "bc")]).splitlines()
-    assert lines[0].startswith("| claim | dataset | comparison | seeds | last 5 evaluations: difference [95% CI] |")
+    assert lines[0].startswith("| claim | dataset | comparison | seeds | last 5: difference [95% CI] |")
     d, lo, hi = plots.difference_ci([100.0, 101.0, 102.0, 103.0, 104.0], [90.0, 91.0, 92.0, 93.0, 94.0])
     assert lines[2] == (f"| (b) | a | IQL minus 10%BC | 5 / 5 | {d:+.1f} [{lo:+.1f}, {hi:+.1f}] | -30.0 [-31.8, -28.2] "
                         "| above (final: below, flips) |")
