@@ -104,7 +104,7 @@ def analyse(root: Path = ROOT) -> list[dict]:
 def settings_table(rows: list[dict]) -> str:
     """One row per sweep and setting; per dataset the score of record and ``q_start``. In each dataset's columns the
     evaluation's pick (the highest score) and the critic's (the highest ``q_start``) are in bold."""
-    head = " | ".join(f"`{d}` score | `q_start`" for d in DATASETS)
+    head = " | ".join(f"{d.removeprefix('hopper-')}: score | `q_start`" for d in DATASETS)
     out = [f"| sweep | setting | {head} |", "| --- | --- |" + " ---: | ---: |" * len(DATASETS)]
     for sweep in SWEEPS:
         for name, _, _ in SWEEPS[sweep]:
