@@ -112,7 +112,7 @@ def test_the_closing_pages_ours_columns_are_the_statistic_of_record():
         pytest.skip("results/record is not in this checkout")
     from minirl import plots
     runs = plots.load_results(ROOT / "results" / "record")
-    rows = _table((ROOT / "book" / "after.md").read_text(encoding="utf-8"), "| method | `hopper-medium` CORL |")
+    rows = _table((ROOT / "book" / "after.md").read_text(encoding="utf-8"), "| method | medium, CORL |")
     labels = {"BC": "bc", "10%BC": "10%bc", "CQL": "cql", "IQL": "iql"}
     assert [r[0] for r in rows] == ["BC", "10%BC", "CQL", "IQL", "TD3+BC", "ReBRAC"]
     for method, *cells in rows:
