@@ -9,3 +9,22 @@ os.environ.setdefault("MINIRL_SCALE", "smoke")
 # Tests and notebook cells run small batches, where extra torch threads only add synchronisation; one thread per
 # process also lets `pytest -n 2` use both cores of a 2-core machine without oversubscription.
 os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+
+import pytest  # noqa: E402
+
+
+@pytest.fixture
+def cli(capsys):
+    """``cli(*args)`` runs ``python -m minirl ARGS`` in this process: ``(exit status, stdout, stderr)`` (the command
+    line's tests: tests/test_cli.py, test_run_folder.py, test_own_data.py)."""
+    from minirl.cli import main
+
+    def run(*args):
+        try:
+            code = main([str(a) for a in args])
+        except SystemExit as e:
+            code = e.code
+        out, err = capsys.readouterr()
+        return code, out, err
+    return run

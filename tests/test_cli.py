@@ -9,22 +9,8 @@ import json
 import pytest
 import torch
 
-from minirl.cli import main
 
 SMALL = ["--scale", "smoke", "--set", "hidden=[16,16]"]
-
-
-@pytest.fixture
-def cli(capsys):
-    """``cli(*args)`` runs ``python -m minirl ARGS`` in this process: ``(exit status, stdout, stderr)``."""
-    def run(*args):
-        try:
-            code = main([str(a) for a in args])
-        except SystemExit as e:
-            code = e.code
-        out, err = capsys.readouterr()
-        return code, out, err
-    return run
 
 
 @pytest.fixture(scope="module")

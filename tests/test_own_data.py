@@ -7,20 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from minirl.cli import main
 from minirl.data import FIELDS
-
-
-@pytest.fixture
-def cli(capsys):
-    def run(*args):
-        try:
-            code = main([str(a) for a in args])
-        except SystemExit as e:
-            code = e.code
-        out, err = capsys.readouterr()
-        return code, out, err
-    return run
 
 
 @pytest.fixture
