@@ -145,3 +145,30 @@ def test_the_grader_says_how_it_isolates(monkeypatch, capsys, tmp_path):
     write(tmp_path, "ana", NB, "{not json")  # graded without running anything
     assert cli.main(["grade", str(tmp_path)]) == 0
     assert capsys.readouterr().out.splitlines()[0].startswith("isolation:")
+
+
+@needs_namespaces
+def test_the_temporary_folder_outside_the_grader_s_own_stays_readable(tmp_path, monkeypatch):
+    """CI keeps its virtual environment and datasets in /tmp: the child's namespace hides the grading run's own
+    folder (the other children's), not the whole temporary folder, else the child cannot import what it imports late
+    (matplotlib, torch) and every notebook dies (the CI failure of stop 74: exit status 70)."""
+    import tempfile
+    temp = tmp_path / "tmp"
+    (temp / "venv").mkdir(parents=True)
+    (temp / "venv" / "site.txt").write_text("visible")
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))
+    monkeypatch.setattr(grader, "_ISOLATION", [])
+    folder = tmp_path / "class"
+    probe = _answers(NB)["policy_transition"] + f"\nprint('READ ' + open({str(temp / 'venv' / 'site.txt')!r}).read())\n"
+    path = write(folder, "eve", NB, filled(NB, replace={"policy_transition": probe}))
+    specs = grader.load_checks()
+    job = grader.prepare("eve", NB, path, specs[NB])
+    try:
+        grader.run_jobs([job], [str(release.SOLUTIONS), str(folder.resolve())], 1)
+        outputs = "".join(r.get("output", "") for r in grader._records(job) if r["type"] == "end")
+        rows = grader.results_of(job)
+    finally:
+        grader.cleanup(job)
+    assert "READ visible" in outputs, outputs
+    assert all(r.passed for r in rows if r.level != "written"), [(r.task, r.status, r.message) for r in rows]
+    assert list(temp.iterdir()) == [temp / "venv"]  # the grading run's folder removed with its last job

@@ -41,6 +41,7 @@ from pathlib import Path
 from . import sandbox
 from .release import CHECKS_FILE, POINTS, SOLUTIONS, STUDENT_RUN
 
+GRADING_PREFIX = "minirl-grading-"  # a grading run's private temporary folder (run_jobs)
 DEFAULT_TIME_LIMIT = 120.0  # seconds per notebook, unless its reference sets minirl_time_limit (checks.json)
 SUSPICIOUS = ("minirl.classroom", "minirl.exercises", "minirl.grading", "_VERDICTS", "Checks(", "addaudithook",
               "sys.modules")  # minirl.exercises and minirl.grading: the classroom's modules before minirl.classroom
@@ -252,9 +253,13 @@ def _fork_available() -> bool:
     return hasattr(os, "fork") and sys.platform.startswith("linux")
 
 
-def _start(job: Job, forbidden: list[str], use_fork: bool, hidden: list[str] | None = None) -> None:
+def _start(job: Job, forbidden: list[str], use_fork: bool, hidden: list[str] | None = None,
+           root: str | None = None) -> None:
+    """Start ``job``'s child in a folder of its own under ``root``, the grading run's private folder: the child's
+    namespace hides ``root`` but its own work folder, and nothing else of the temporary folder (a virtual environment
+    or the datasets may live there, as in CI)."""
     time_limit = job.time_limit
-    job.tmp = tempfile.mkdtemp(prefix="minirl-grade-")
+    job.tmp = tempfile.mkdtemp(prefix="job-", dir=root)
     work = os.path.join(job.tmp, "work")
     os.mkdir(work)
     result = os.path.join(job.tmp, "result.jsonl")
@@ -266,8 +271,7 @@ def _start(job: Job, forbidden: list[str], use_fork: bool, hidden: list[str] | N
         if pid == 0:  # the child
             code = 0
             try:
-                sandbox.run_child(job.steps, work, result, forbidden, time_limit, hidden,
-                                  os.path.dirname(job.tmp))
+                sandbox.run_child(job.steps, work, result, forbidden, time_limit, hidden, root)
             except BaseException:  # noqa: BLE001 - a grader bug: leave a trace, never return into the parent's code
                 code = 70
                 with contextlib.suppress(Exception):
@@ -340,18 +344,20 @@ def run_jobs(jobs: list[Job], forbidden: list[str], parallel: int = 2, use_fork:
     """Run every runnable job, ``parallel`` at a time, each within its ``time_limit`` seconds (wall clock)."""
     use_fork = _fork_available() if use_fork is None else use_fork
     hidden = None
+    root = tempfile.mkdtemp(prefix=GRADING_PREFIX)  # this run's children's folders; removed by the last cleanup
     if use_fork:
         sandbox.preload()
         sandbox.warm({j.notebook for j in jobs if j.steps is not None})
         if isolation() is None:
-            hidden = sandbox.hidden_paths(forbidden)
+            others = [str(p) for p in Path(tempfile.gettempdir()).glob(GRADING_PREFIX + "*") if str(p) != root]
+            hidden = sandbox.hidden_paths(forbidden) + others  # another grading run's records too
             sandbox.make_undumpable()
     pending = [j for j in jobs if j.steps is not None]
     running: list[Job] = []
     while pending or running:
         while pending and len(running) < max(1, parallel):
             job = pending.pop(0)
-            _start(job, forbidden, use_fork, hidden)
+            _start(job, forbidden, use_fork, hidden, root)
             running.append(job)
         time.sleep(0.02)
         for job in list(running):
@@ -364,6 +370,8 @@ def run_jobs(jobs: list[Job], forbidden: list[str], parallel: int = 2, use_fork:
             elif time.monotonic() - job.started > job.time_limit:
                 job.timed_out = True
                 _kill(job)
+    if not any(j.tmp for j in jobs):
+        os.rmdir(root)
 
 
 def _records(job: Job) -> list[dict]:
@@ -374,8 +382,8 @@ def _records(job: Job) -> list[dict]:
         for line in path.read_text(errors="replace").splitlines():
             with contextlib.suppress(json.JSONDecodeError, RecursionError):
                 r = json.loads(line)
-                if isinstance(r, dict) and r.get("type") in ("start", "end", "violation", "probe", "done") and \
-                        (r["type"] in ("violation", "done") or isinstance(r.get("step"), int)):
+                if isinstance(r, dict) and r.get("type") in ("start", "end", "violation", "probe", "done", "crash") and \
+                        (r["type"] in ("violation", "done", "crash") or isinstance(r.get("step"), int)):
                     out.append(r)
     return out
 
@@ -508,6 +516,7 @@ def results_of(job: Job) -> list[TaskResult]:
     elif not done:
         stop = f"the notebook's process died ({_signal_name(job.exit_status)})"
         lines = crash.read_text(errors="replace").strip().splitlines() if crash.exists() else []
+        lines += [str(r.get("detail", ""))[:200] for r in records if r["type"] == "crash" and not started]
         if lines:
             stop += ": " + lines[-1][:200]
     else:
@@ -588,9 +597,14 @@ def results_of(job: Job) -> list[TaskResult]:
 
 
 def cleanup(job: Job) -> None:
+    """Remove ``job``'s folder, and the grading run's folder once it is empty."""
     if job.tmp:
         import shutil
         shutil.rmtree(job.tmp, ignore_errors=True)
+        parent = os.path.dirname(job.tmp)
+        if os.path.basename(parent).startswith(GRADING_PREFIX):
+            with contextlib.suppress(OSError):
+                os.rmdir(parent)
 
 
 # ---------------------------------------------------------------------------------------------------------------

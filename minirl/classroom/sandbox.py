@@ -341,8 +341,17 @@ def run_child(steps: list[dict], work: str, result_path: str, forbidden: list[st
             if name.isdigit() and int(name) not in (0, 1, 2, fd):
                 with contextlib.suppress(OSError):
                     os.close(int(name))
+    try:
+        _prepare_child(work, time_limit, hidden, temp_root)
+    except BaseException as e:  # the grader's row says why the child could not start (its crash file is hidden)
+        report({"type": "crash", "detail": f"{type(e).__name__}: {e}"[:300]})
+        raise
+    _run_steps(steps, work, forbidden, report)
+
+
+def _prepare_child(work: str, time_limit: float, hidden: list[str] | None, temp_root: str | None) -> None:
     if hidden is not None:
-        isolate(work, hidden, temp_root or tempfile.gettempdir())  # raises: the grader reports the child's death
+        isolate(work, hidden, temp_root or tempfile.gettempdir())
     os.chdir(work)
     os.environ.update({"HOME": work, "TMPDIR": work, "MPLBACKEND": "Agg", "OMP_NUM_THREADS": "1",
                        "MKL_NUM_THREADS": "1", "PYTHONDONTWRITEBYTECODE": "1"})
@@ -351,7 +360,12 @@ def run_child(steps: list[dict], work: str, result_path: str, forbidden: list[st
     limit_cpu = int(time_limit) + 30
     resource.setrlimit(resource.RLIMIT_CPU, (limit_cpu, limit_cpu))
     resource.setrlimit(resource.RLIMIT_FSIZE, (FILE_SIZE_LIMIT, FILE_SIZE_LIMIT))
+    import matplotlib.pyplot  # noqa: F401 - here, so that a failure to import is the crash reported above
+    import torch  # noqa: F401
+    from IPython.core.interactiveshell import InteractiveShell  # noqa: F401
 
+
+def _run_steps(steps: list[dict], work: str, forbidden: list[str], report) -> None:
     import matplotlib.pyplot as plt
     import torch
     from IPython.core.interactiveshell import InteractiveShell
