@@ -41,6 +41,8 @@ import numpy as np
 
 from minirl import behavior, datasets, plots
 from minirl.data import OfflineDataset
+from minirl.sac import SACConfig
+from minirl.utils import make_env
 
 REPO = Path(__file__).resolve().parent.parent
 CONFIG = REPO / "minirl" / "assets" / "hopper" / "sac_config.json"
@@ -57,8 +59,7 @@ def minari_id(prefix: int) -> str:
 def run_sac(out: Path, steps: int) -> list[dict]:
     """The shipped Hopper SAC recipe (every setting of ``sac_config.json``), trained or resumed in ``out``."""
     recipe = json.loads(CONFIG.read_text())
-    cfg = behavior.SACConfig(**{f.name: recipe[f.name] for f in fields(behavior.SACConfig)} | {
-        "hidden": tuple(recipe["hidden"])})
+    cfg = SACConfig(**{f.name: recipe[f.name] for f in fields(SACConfig)} | {"hidden": tuple(recipe["hidden"])})
     return behavior.train_sac(recipe["env_id"], steps, out, seed=recipe["seed"], config=cfg,
                               snapshot_every=recipe["snapshot_every"], eval_every=recipe["eval_every"],
                               eval_episodes=recipe["eval_episodes"], precision=recipe["precision"],
@@ -68,7 +69,7 @@ def run_sac(out: Path, steps: int) -> list[dict]:
 def export(out: Path, prefix: int) -> str:
     """The first ``prefix`` transitions of the run in ``out`` as a local Minari dataset (made once); its name."""
     def build():
-        env = behavior.make_env(datasets.get_task("hopper").env_id)
+        env = make_env(datasets.get_task("hopper").env_id)
         ds = OfflineDataset(**behavior.replay_dataset(out, prefix), action_low=env.action_space.low,
                             action_high=env.action_space.high)
         env.close()

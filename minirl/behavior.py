@@ -1,190 +1,27 @@
-"""Behaviour policies: a compact online SAC that trains them, and the rollouts that turn them into datasets.
+"""Behaviour policies and the datasets made from them: SAC trained online, its snapshots, rollouts and its replay.
 
 D4RL made its MuJoCo datasets by training SAC online and rolling out snapshots of it. minirl does the same on this
-machine: :func:`train_sac` trains SAC on a Gymnasium task, keeps a snapshot of the actor every few thousand steps
-(with its evaluation return) and can stop and resume from a full checkpoint (networks, optimisers, temperature,
-replay buffer, random states). A handful of those small actor snapshots are committed in ``minirl/assets/`` and
-:func:`rollout` turns any of them into transitions in the D4RL format.
-
-SAC (Haarnoja et al. 2018, arXiv:1812.05905), with automatic entropy tuning:
-    critic:  Q_i(s, a) -> r + gamma (1 - d) [min_j Q'_j(s', a') - alpha log pi(a'|s')],  a' ~ pi(.|s')
-    actor:   minimise E[alpha log pi(a|s) - min_j Q_j(s, a)],  a ~ pi(.|s) (reparameterised)
-    alpha:   minimise E[-log alpha (log pi(a|s) + target_entropy)],  target_entropy = -|A|
+machine: :func:`train_sac` trains SAC (:mod:`minirl.sac`) on a Gymnasium task, keeps a snapshot of the actor every
+few thousand steps (with its evaluation return), writes every transition of its replay buffer in order, and can
+stop and resume from a full checkpoint (networks, optimisers, temperature, replay buffer, random states, the
+running episode). A handful of those small actor snapshots are committed in ``minirl/assets/``; :func:`rollout`
+turns any of them into transitions in the D4RL format and :func:`replay_dataset` reads a run's buffer back.
+:mod:`minirl.datasets` makes the named datasets with these. ``python -m minirl.behavior ENV --steps N --out DIR``
+trains a behaviour policy.
 """
 from __future__ import annotations
 
-import contextlib
-import copy
 import json
 import os
-import sys
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 
-import gymnasium as gym
 import numpy as np
 import torch
-from tqdm import tqdm
 
-from .nets import CriticEnsemble, TanhGaussianActor, soft_update
-
-
-@dataclass
-class SACConfig:
-    hidden: tuple = (256, 256)     # actor and critic layer sizes
-    actor_lr: float = 3e-4
-    critic_lr: float = 3e-4
-    alpha_lr: float = 3e-4
-    gamma: float = 0.99           # discount
-    tau: float = 0.005            # Polyak rate of the target critics
-    batch_size: int = 256
-    n_critics: int = 2
-    init_alpha: float = 1.0
-    start_steps: int = 5000       # uniform random actions before the policy acts
-    update_after: int = 1000      # gradient updates start once the buffer holds this many transitions
-    buffer_size: int = 1_000_000
-
-
-class SAC:
-    """Soft actor-critic; ``update(batch)`` takes a dict of tensors ``obs, act, rew, next_obs, done``."""
-
-    def __init__(self, obs_dim: int, act_dim: int, action_low, action_high, config: SACConfig | None = None,
-                 device: str = "cpu"):
-        self.cfg = cfg = config or SACConfig()
-        self.device = torch.device(device)
-        self.actor = TanhGaussianActor(obs_dim, act_dim, cfg.hidden, action_low, action_high).to(self.device)
-        self.critic = CriticEnsemble(obs_dim, act_dim, cfg.hidden, cfg.n_critics).to(self.device)
-        self.critic_target = copy.deepcopy(self.critic).requires_grad_(False)
-        self.log_alpha = torch.tensor(np.log(cfg.init_alpha), dtype=torch.float32, device=self.device,
-                                      requires_grad=True)
-        self.target_entropy = -float(act_dim)
-        self.actor_opt = torch.optim.Adam(self.actor.parameters(), lr=cfg.actor_lr)
-        self.critic_opt = torch.optim.Adam(self.critic.parameters(), lr=cfg.critic_lr)
-        self.alpha_opt = torch.optim.Adam([self.log_alpha], lr=cfg.alpha_lr)
-
-    def update(self, b: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-        alpha = self.log_alpha.exp().detach()
-        with torch.no_grad():
-            next_a, next_logp = self.actor.sample(b["next_obs"])
-            next_q = self.critic_target(b["next_obs"], next_a).min(0).values - alpha * next_logp
-            target = b["rew"] + self.cfg.gamma * (1.0 - b["done"]) * next_q
-        critic_loss = ((self.critic(b["obs"], b["act"]) - target) ** 2).mean(1).sum()
-        self.critic_opt.zero_grad(set_to_none=True)
-        critic_loss.backward()
-        self.critic_opt.step()
-
-        a, logp = self.actor.sample(b["obs"])
-        self.critic.requires_grad_(False)  # the actor's gradient flows through Q, the critic's weights stay put
-        actor_loss = (alpha * logp - self.critic(b["obs"], a).min(0).values).mean()
-        self.critic.requires_grad_(True)
-        self.actor_opt.zero_grad(set_to_none=True)
-        actor_loss.backward()
-        self.actor_opt.step()
-
-        alpha_loss = -(self.log_alpha * (logp.detach() + self.target_entropy)).mean()
-        self.alpha_opt.zero_grad(set_to_none=True)
-        alpha_loss.backward()
-        self.alpha_opt.step()
-        soft_update(self.critic_target, self.critic, self.cfg.tau)
-        return {"critic_loss": critic_loss.detach(), "actor_loss": actor_loss.detach(), "alpha": alpha}
-
-    def state_dict(self) -> dict:
-        return {k: getattr(self, k).state_dict() for k in
-                ("actor", "critic", "critic_target", "actor_opt", "critic_opt", "alpha_opt")} | {
-            "log_alpha": self.log_alpha.detach().clone()}
-
-    def load_state_dict(self, state: dict) -> None:
-        for k in ("actor", "critic", "critic_target", "actor_opt", "critic_opt", "alpha_opt"):
-            getattr(self, k).load_state_dict(state[k])
-        with torch.no_grad():
-            self.log_alpha.copy_(state["log_alpha"])
-
-
-class _Buffer:
-    """The online replay buffer SAC needs (offline algorithms sample from :class:`minirl.data.OfflineDataset`).
-
-    ``done`` is the true terminal (the target's ``1 - d``); ``timeout`` marks an episode cut by the time limit, which
-    SAC must bootstrap through but a dataset made from the buffer must record (D4RL's ``timeouts``).
-    """
-
-    KEYS = ("obs", "act", "rew", "next_obs", "done", "timeout")
-
-    def __init__(self, obs_dim: int, act_dim: int, size: int):
-        self.obs = np.zeros((size, obs_dim), np.float32)
-        self.next_obs = np.zeros((size, obs_dim), np.float32)
-        self.act = np.zeros((size, act_dim), np.float32)
-        self.rew = np.zeros(size, np.float32)
-        self.done = np.zeros(size, np.float32)
-        self.timeout = np.zeros(size, bool)
-        self.n, self.size = 0, size
-
-    def add(self, o, a, r, o2, d, timeout=False):
-        i = self.n % self.size
-        self.obs[i], self.act[i], self.rew[i], self.next_obs[i], self.done[i] = o, a, r, o2, d
-        self.timeout[i] = timeout
-        self.n += 1
-
-    def sample(self, rng: np.random.Generator, batch_size: int, device) -> dict[str, torch.Tensor]:
-        idx = rng.integers(0, min(self.n, self.size), batch_size)
-        return {k: torch.as_tensor(getattr(self, k)[idx], device=device)
-                for k in ("obs", "act", "rew", "next_obs", "done")}
-
-    def since(self, first: int) -> dict[str, np.ndarray]:
-        """The transitions added from the ``first``-th on, in the order they were added (still held by the ring)."""
-        if first < self.n - self.size:
-            raise ValueError(f"transitions before {self.n - self.size} were overwritten (buffer size {self.size})")
-        idx = np.arange(first, self.n) % self.size
-        return {k: getattr(self, k)[idx] for k in self.KEYS}
-
-    def state(self) -> dict:
-        m = min(self.n, self.size)
-        return {"n": self.n} | {k: getattr(self, k)[:m] for k in self.KEYS}
-
-    def load(self, s: dict) -> None:
-        self.n = int(s["n"])
-        m = min(self.n, self.size)
-        for k in self.KEYS:
-            getattr(self, k)[:m] = s[k]
-
-
-@contextlib.contextmanager
-def single_thread():
-    """Run torch on one thread inside the block: for batch-1 inference in an environment loop, extra threads only
-    add synchronisation (measured here: 4x slower with 2 threads than with 1 on a busy 2-core machine)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
-
-
-def make_env(env_id: str, **kwargs) -> gym.Env:
-    """A Gymnasium environment by id, with a clear error when its dependency (e.g. MuJoCo) is missing."""
-    try:
-        return gym.make(env_id, **kwargs)
-    except gym.error.DependencyNotInstalled as e:  # pragma: no cover - depends on the machine
-        raise RuntimeError(f"environment {env_id!r} needs an extra package: {e}. "
-                           "Install it with: pip install 'gymnasium[mujoco]'") from e
-
-
-# a progress bar that nobody watches redraw (an executed notebook, a log file) keeps every redraw: notebook 4's
-# live run, executed at 52 updates/s, stored 928 separate outputs, and a 1M-step run's log grew by a line a second
-REDRAWS_OFF_TERMINAL = 100
-
-
-def progress_bar(iterable=None, *, total: int, initial: int = 0, desc: str | None = None, enabled: bool = True,
-                 mininterval: float = 1.0, file=None) -> tqdm:
-    """A tqdm bar over ``total`` items that redraws at most once per ``mininterval`` seconds; when its stream is
-    not a terminal it also waits for 1/REDRAWS_OFF_TERMINAL of the remaining items between redraws (tqdm's
-    ``miniters``), so it writes about a hundred redraws whatever the run's length or speed."""
-    stream = file if file is not None else sys.stderr
-    terminal = bool(getattr(stream, "isatty", lambda: False)())
-    miniters = None if terminal else max(1, (total - initial) // REDRAWS_OFF_TERMINAL)
-    # off a terminal, no maxinterval: tqdm's monitor thread sets miniters back to 1 once a bar has not redrawn for
-    # maxinterval seconds (10 by default), which a 1M-step run's 1% (minutes apart) always triggers
-    return tqdm(iterable, total=total, initial=initial, desc=desc, disable=not enabled, mininterval=mininterval,
-                miniters=miniters, maxinterval=10.0 if terminal else float("inf"), file=file)
+from .nets import TanhGaussianActor
+from .sac import SAC, ReplayBuffer, SACConfig
+from .utils import env_state, make_env, progress_bar, set_env_state, single_thread
 
 
 @torch.no_grad()
@@ -293,50 +130,6 @@ def save_actor(actor: TanhGaussianActor, path: str | os.PathLike, obs_dim: int, 
     torch.save({"config": config, "state_dict": {k: v.clone() for k, v in actor.state_dict().items()}}, path)
 
 
-def _time_limit(env: gym.Env) -> gym.wrappers.TimeLimit | None:
-    while isinstance(env, gym.Wrapper):
-        if isinstance(env, gym.wrappers.TimeLimit):
-            return env
-        env = env.env
-    return None
-
-
-_MJ_FIELDS = ("qpos", "qvel", "act", "qacc_warmstart", "ctrl")
-
-
-def env_state(env: gym.Env) -> dict:
-    """What a checkpoint needs to continue the running episode exactly: the simulator's state (MuJoCo's positions,
-    velocities, activations, controls and the solver's warm start; a classic-control env's ``state``), the time
-    limit's step count and the action space's generator."""
-    u = env.unwrapped
-    if hasattr(u, "data") and hasattr(u, "model"):  # MuJoCo
-        sim = {k: np.array(getattr(u.data, k)).copy() for k in _MJ_FIELDS} | {"time": float(u.data.time)}
-    elif hasattr(u, "state"):
-        sim = {"state": copy.deepcopy(u.state)}
-    else:
-        raise TypeError(f"cannot save the state of {type(u).__name__}: neither MuJoCo data nor a 'state' attribute")
-    limit = _time_limit(env)
-    return {"sim": sim, "elapsed": None if limit is None else limit._elapsed_steps,
-            "action_space_rng": env.action_space.np_random.bit_generator.state}
-
-
-def set_env_state(env: gym.Env, state: dict) -> None:
-    """Restore :func:`env_state` into an environment of the same id (after a ``reset``)."""
-    u, sim = env.unwrapped, state["sim"]
-    if "qpos" in sim:
-        import mujoco
-        for k in _MJ_FIELDS:
-            getattr(u.data, k)[:] = sim[k]
-        u.data.time = sim["time"]
-        mujoco.mj_forward(u.model, u.data)
-    else:
-        u.state = copy.deepcopy(sim["state"])
-    limit = _time_limit(env)
-    if limit is not None:
-        limit._elapsed_steps = state["elapsed"]
-    env.action_space.np_random.bit_generator.state = state["action_space_rng"]
-
-
 def _goal_reached(history: list[dict], stop_return: float | None, stop_after: int) -> bool:
     last = history[-stop_after:]
     return stop_return is not None and len(last) == stop_after and all(h["return_mean"] >= stop_return for h in last)
@@ -371,7 +164,7 @@ def train_sac(env_id: str, steps: int, out_dir: str | os.PathLike, seed: int = 0
     low, high = env.action_space.low, env.action_space.high
     torch.manual_seed(seed)
     agent = SAC(obs_dim, act_dim, low, high, cfg, device)
-    buf = _Buffer(obs_dim, act_dim, cfg.buffer_size)
+    buf = ReplayBuffer(obs_dim, act_dim, cfg.buffer_size)
     rng = np.random.default_rng(seed)
     env.action_space.seed(seed)
     settings = asdict(cfg) | {"env_id": env_id, "seed": seed, "precision": precision, "eval_every": eval_every,
@@ -456,12 +249,12 @@ def replay_dataset(out_dir: str | os.PathLike, upto: int) -> dict[str, np.ndarra
         a, b = (int(x) for x in f.stem.split("-"))
         if a < upto:
             with np.load(f) as z:
-                chunks.append({k: z[k][: min(b, upto) - a] for k in _Buffer.KEYS})
+                chunks.append({k: z[k][: min(b, upto) - a] for k in ReplayBuffer.KEYS})
     n = sum(len(c["rew"]) for c in chunks)
     if n != upto:
         raise ValueError(f"{out_dir}/replay holds {n} transitions before step {upto}, expected {upto} "
                          "(the run has not reached that step, or a chunk is missing)")
-    cat = {k: np.concatenate([c[k] for c in chunks]) for k in _Buffer.KEYS}
+    cat = {k: np.concatenate([c[k] for c in chunks]) for k in ReplayBuffer.KEYS}
     data = {"observations": cat["obs"], "actions": cat["act"], "rewards": cat["rew"],
             "next_observations": cat["next_obs"], "terminals": cat["done"].astype(bool),
             "timeouts": cat["timeout"].astype(bool)}

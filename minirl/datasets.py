@@ -260,7 +260,8 @@ def make_dataset(name: str, n_transitions: int | None = None, progress: bool = T
     A smaller dataset follows the same recipe: ``random``/``medium``/``expert`` are prefixes of the full one;
     ``medium-replay`` shrinks every snapshot's share in proportion; ``medium-expert`` takes half from each.
     """
-    from .behavior import load_actor, make_env, rollout  # gymnasium and torch only when data is made
+    from .behavior import load_actor, rollout
+    from .utils import make_env  # gymnasium and torch only when data is made
 
     task, tier = parse_name(name)
     total = full_size(name)
@@ -349,7 +350,7 @@ def sha256(path: Path) -> str:
 def load_replay_file(task: Task, entry: dict | None = None) -> OfflineDataset:
     """A replay buffer the task ships (``assets/<task>/<file>``; ``entry``: its manifest entry, by default the
     medium-replay buffer's), after checking its SHA-256 against the manifest."""
-    from .behavior import make_env
+    from .utils import make_env
 
     entry = entry or task.replay_file
     path = ASSETS / task.name / entry["file"]

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .behavior import make_env
+from .utils import make_env
 from .data import OfflineDataset
 
 GOOD_GAINS = np.array([0.1, 0.5, 10.0, 2.0])

@@ -15,9 +15,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .behavior import make_env, single_thread
 from .config import UserError, check_writable
 from .data import RewardTransform, StateNormalizer
+from .utils import make_env, single_thread
 # --------------------------------------------------------------------------------------------------------------
 # Episodes and the value check
 # --------------------------------------------------------------------------------------------------------------
@@ -42,7 +42,7 @@ def _is_ogbench(env_id: str) -> bool:
 
 def make_task_env(env_id: str):
     """The environment a run named ``env_id`` is evaluated in: OGBench's single-task maze for a maze, else
-    :func:`minirl.behavior.make_env`."""
+    :func:`minirl.utils.make_env`."""
     if _is_ogbench(env_id):
         from .maze import task_env
         return task_env(env_id)

@@ -24,12 +24,12 @@ from pathlib import Path
 import torch
 
 from . import versions
-from .behavior import progress_bar
 from .config import UserError, at_least
 from .data import OfflineDataset, RewardTransform, StateNormalizer, atomic_write
 from .devices import CapturedStep, check_capture, graph_context, update_context
 from .evaluation import has_value_estimate, run_episodes, value_check
 from .seeds import check_seed_axis, member, stack, stack_batches
+from .utils import progress_bar
 # --------------------------------------------------------------------------------------------------------------
 # Data preparation
 # --------------------------------------------------------------------------------------------------------------

@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 import torch
 
-from minirl.behavior import SACConfig, evaluate_policy, load_actor, rollout, train_sac
+from minirl.behavior import evaluate_policy, load_actor, rollout, train_sac
+from minirl.sac import SACConfig
 
 
 def small_sac():
@@ -100,7 +101,7 @@ class _Terminal(io.StringIO):
 
 @pytest.mark.parametrize("initial", [0, 4_000])
 def test_progress_bar_redraws_about_a_hundred_times_off_a_terminal(initial):
-    from minirl.behavior import REDRAWS_OFF_TERMINAL, progress_bar
+    from minirl.utils import REDRAWS_OFF_TERMINAL, progress_bar
     log, terminal = io.StringIO(), _Terminal()
     for stream in (log, terminal):  # mininterval=0: only tqdm's item count limits the redraws
         for _ in progress_bar(range(initial, 20_000), initial=initial, total=20_000, mininterval=0, file=stream):
@@ -113,7 +114,7 @@ def test_progress_bar_redraws_about_a_hundred_times_off_a_terminal(initial):
 
 
 def test_progress_bar_disabled_writes_nothing():
-    from minirl.behavior import progress_bar
+    from minirl.utils import progress_bar
     log = io.StringIO()
     for _ in progress_bar(range(50), total=50, enabled=False, file=log):
         pass
@@ -123,7 +124,7 @@ def test_progress_bar_disabled_writes_nothing():
 def test_progress_bar_off_a_terminal_keeps_its_pace_when_redraws_are_minutes_apart():
     # tqdm's monitor thread resets miniters to 1 for a bar silent for longer than its maxinterval (10 s by default):
     # a 1M-step run at 60 updates/s, redrawing every 1% (~3 min), then redrew every second in its log
-    from minirl.behavior import progress_bar
+    from minirl.utils import progress_bar
     log = progress_bar(range(10**6), total=10**6, file=io.StringIO())
     terminal = progress_bar(range(10**6), total=10**6, file=_Terminal())
     silent_for = 3600.0                                      # seconds since the last redraw

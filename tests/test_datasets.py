@@ -192,7 +192,8 @@ def test_cache_key_follows_the_snapshots(monkeypatch, tmp_path):
 
 
 def _hopper_run(path):
-    from minirl.behavior import SACConfig, train_sac
+    from minirl.behavior import train_sac
+    from minirl.sac import SACConfig
     cfg = SACConfig(hidden=(16,), batch_size=16, start_steps=300, update_after=300)
     train_sac("Hopper-v5", 600, path, seed=0, config=cfg, snapshot_every=100, eval_every=100, eval_episodes=1,
               checkpoint_every=250, progress=False)

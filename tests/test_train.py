@@ -217,8 +217,8 @@ def test_evaluate_is_seeded_and_batched():
 
 
 def test_episodes_keep_each_episodes_states_as_the_environment_gave_them():
-    from minirl.behavior import make_env
     from minirl.evaluation import run_episodes
+    from minirl.utils import make_env
 
     class Push:  # full torque: on Hopper each episode ends at its own step when the hopper falls
         def act(self, obs, deterministic=True):
