@@ -37,20 +37,47 @@ def make_env(env_id: str, **kwargs) -> gym.Env:
 # a progress bar that nobody watches redraw (an executed notebook, a log file) keeps every redraw: notebook 4's
 # live run, executed at 52 updates/s, stored 928 separate outputs, and a 1M-step run's log grew by a line a second
 REDRAWS_OFF_TERMINAL = 100
+LOG_INTERVAL = 10.0  # seconds between two lines of a bar written to a log file (or a pipe), unless told otherwise
+
+
+class _Lines:
+    """A log file as tqdm's stream: each redraw a plain line of its own, without the carriage return that puts a
+    terminal's cursor back (in a log, every redraw of a run piled up on one line), the padding, or empty lines."""
+
+    def __init__(self, stream):
+        self.stream = stream
+
+    def write(self, s: str) -> None:
+        text = s.replace("\r", "").rstrip()
+        if text:
+            self.stream.write(text + "\n")
+
+    def flush(self) -> None:
+        getattr(self.stream, "flush", lambda: None)()
+
+
+def _in_notebook(stream) -> bool:
+    """Whether ``stream`` is a Jupyter kernel's output, which draws a carriage return in place as a terminal does."""
+    return type(stream).__module__.startswith("ipykernel")
 
 
 def progress_bar(iterable=None, *, total: int, initial: int = 0, desc: str | None = None, enabled: bool = True,
-                 mininterval: float = 1.0, file=None) -> tqdm:
-    """A tqdm bar over ``total`` items that redraws at most once per ``mininterval`` seconds; when its stream is
-    not a terminal it also waits for 1/REDRAWS_OFF_TERMINAL of the remaining items between redraws (tqdm's
-    ``miniters``), so it writes about a hundred redraws whatever the run's length or speed."""
+                 mininterval: float | None = None, file=None) -> tqdm:
+    """A tqdm bar over ``total`` items that redraws at most once per ``mininterval`` seconds (default 1 s; in a log
+    file :data:`LOG_INTERVAL`). When its stream is not a terminal it also waits for 1/REDRAWS_OFF_TERMINAL of the
+    remaining items between redraws (tqdm's ``miniters``), so it writes about a hundred redraws whatever the run's
+    length or speed; in a log file or a pipe (neither a terminal nor a notebook) each redraw is a plain ASCII line."""
     stream = file if file is not None else sys.stderr
     terminal = bool(getattr(stream, "isatty", lambda: False)())
+    log = not terminal and not _in_notebook(stream)
+    if mininterval is None:
+        mininterval = LOG_INTERVAL if log else 1.0
     miniters = None if terminal else max(1, (total - initial) // REDRAWS_OFF_TERMINAL)
     # off a terminal, no maxinterval: tqdm's monitor thread sets miniters back to 1 once a bar has not redrawn for
     # maxinterval seconds (10 by default), which a 1M-step run's 1% (minutes apart) always triggers
     return tqdm(iterable, total=total, initial=initial, desc=desc, disable=not enabled, mininterval=mininterval,
-                miniters=miniters, maxinterval=10.0 if terminal else float("inf"), file=file)
+                miniters=miniters, maxinterval=10.0 if terminal else float("inf"), file=_Lines(stream) if log else file,
+                ascii=True if log else None)
 
 
 def _time_limit(env: gym.Env) -> gym.wrappers.TimeLimit | None:

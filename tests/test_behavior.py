@@ -106,11 +106,54 @@ def test_progress_bar_redraws_about_a_hundred_times_off_a_terminal(initial):
     for stream in (log, terminal):  # mininterval=0: only tqdm's item count limits the redraws
         for _ in progress_bar(range(initial, 20_000), initial=initial, total=20_000, mininterval=0, file=stream):
             pass
-    redraws_log, redraws_terminal = log.getvalue().count("\r"), terminal.getvalue().count("\r")
+    redraws_log, redraws_terminal = log.getvalue().count("\n"), terminal.getvalue().count("\r")
     assert redraws_log <= REDRAWS_OFF_TERMINAL + 3          # a first draw, ~100 redraws, the closing one
     assert redraws_log >= REDRAWS_OFF_TERMINAL // 2
     assert redraws_terminal > 10 * REDRAWS_OFF_TERMINAL     # a terminal still sees it move
     assert "20000/20000" in log.getvalue()                  # and the log ends at the total
+
+
+class _NotebookStream(io.StringIO):  # what sys.stderr is in a Jupyter kernel: not a terminal, but it redraws \r
+    pass
+
+
+_NotebookStream.__module__ = "ipykernel.iostream"
+
+
+def test_progress_bar_in_a_log_file_writes_plain_lines_at_a_modest_interval():
+    # a redirected log (python -m minirl train ... 2> log) got tqdm's carriage returns: one line of redraws
+    from minirl.utils import LOG_INTERVAL, progress_bar
+    log = io.StringIO()
+    bar = progress_bar(range(5000), total=5000, desc="IQL", file=log)
+    assert bar.mininterval >= LOG_INTERVAL >= 10      # seconds between two lines, unless told otherwise
+    for _ in bar:
+        pass
+    lines = log.getvalue().split("\n")
+    assert "\r" not in log.getvalue() and lines[-1] == ""   # every redraw a line of its own, the last one ended
+    assert lines[0].startswith("IQL:") and "5000/5000" in lines[-2] and len(lines) <= 3
+    assert all(line.isascii() and line == line.rstrip() for line in lines)  # no block characters, no padding
+    for _ in progress_bar(range(20_000), total=20_000, mininterval=0, file=log):
+        pass
+    assert all(line.strip() for line in log.getvalue().split("\n")[:-1])  # and no empty lines between them
+
+
+def test_progress_bar_in_a_notebook_redraws_in_place():
+    from minirl.utils import progress_bar
+    out = _NotebookStream()
+    bar = progress_bar(range(2000), total=2000, mininterval=0, file=out)
+    assert bar.mininterval == 0
+    for _ in bar:
+        pass
+    assert out.getvalue().count("\r") > 10 and out.getvalue().count("\n") <= 1  # Jupyter shows one line
+
+
+def test_the_training_loop_does_not_import_data_making():
+    import subprocess
+    import sys
+    code = ("import sys, minirl.train, minirl.evaluation; "
+            "print(sorted(m for m in sys.modules if m in ('minirl.behavior', 'minirl.datasets')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]", out
 
 
 def test_progress_bar_disabled_writes_nothing():
