@@ -1,4 +1,4 @@
-"""Conservative Q-learning: CQL(H) on soft actor-critic, its Lagrange variant, and discrete CQL.
+"""Conservative Q-learning: CQL(H) on soft actor-critic and its Lagrange variant.
 
 Kumar, Zhou, Tucker and Levine (2020), "Conservative Q-Learning for Offline Reinforcement Learning",
 arXiv:2006.04779. The critic minimises the usual TD error plus a penalty that pushes Q down on actions the data
@@ -25,8 +25,8 @@ Lagrange variant (the paper's eq. 30 and Appendix F): ``alpha`` becomes ``cql_al
 ``alpha'`` rises while the penalty (the gap between the soft maximum of Q and Q on the data) is above the target and
 falls below it. Its step uses the *detached* penalty, so it never backpropagates through the critic's graph.
 
-Discrete CQL (:class:`DiscreteCQL`): (double) DQN whose loss adds ``alpha * (logsumexp_a Q(s, a) - Q(s, a_data))``,
-the exact penalty with all actions enumerated (:func:`discrete_cql_penalty`).
+With finitely many actions the sum is exact (:func:`discrete_cql_penalty`, the function the tabular chapter applies
+to a Q table); the agent that uses it, discrete CQL on double DQN, is :class:`minirl.discrete.DiscreteCQL`.
 
 Which setting follows which reference
 -------------------------------------
@@ -38,10 +38,6 @@ Which setting follows which reference
   threshold 1.0 and log alpha' starting at 1.0; CORL (``algorithms/offline/cql.py``) to policy lr 3e-5 and alpha 10.
 * ``cql_alpha * alpha'`` (the multiplier scales the Lagrange term), ``bc_steps``, ``reward_multiplier`` and
   ``reward_bias``: young-geng/CQL and CORL (``algorithms/offline/cql.py``).
-* Discrete CQL: the structure of d3rlpy's ``DiscreteCQL`` (double DQN, hard target copies, alpha 1.0), but NOT its
-  TD loss: d3rlpy's DQN uses a Huber loss, :class:`DiscreteCQL` the plain squared error; for TD errors below 1 the
-  Huber loss is half the squared error, so at the same ``cql_alpha`` d3rlpy's penalty weighs twice as much against
-  the TD term.
 
 What this file does differently
 -------------------------------
@@ -74,7 +70,7 @@ import torch
 from torch.distributions import Normal
 
 from .config import AT_LEAST_ONE, LAYERS, NON_NEGATIVE, POSITIVE, UserError, check_fields, interval
-from .nets import CriticEnsemble, TanhGaussianActor, adam, batch_mean, mlp, soft_update
+from .nets import CriticEnsemble, TanhGaussianActor, adam, batch_mean, soft_update
 
 MAX_ALPHA_PRIME = 1e6  # alpha' is clamped to [0, MAX_ALPHA_PRIME]
 
@@ -372,88 +368,3 @@ class CQL:
         self.step = int(state["step"])
 
     _parts = ("actor", "critic", "critic_target", "actor_opt", "critic_opt", "alpha_opt", "alpha_prime_opt")
-
-
-# --------------------------------------------------------------------------------------------------------------
-# Discrete CQL: (double) DQN + the exact penalty
-# --------------------------------------------------------------------------------------------------------------
-
-@dataclass
-class DiscreteCQLConfig:
-    hidden: tuple[int, ...] = (256, 256)  # Q-network layer sizes (obs -> one Q per action)
-    lr: float = 6.25e-5               # Adam learning rate (d3rlpy's DQN / DiscreteCQL default)
-    gamma: float = 0.99               # discount gamma
-    cql_alpha: float = 1.0            # alpha: weight of logsumexp_a Q(s, a) - Q(s, a_data); 0 gives (double) DQN
-    double_dqn: bool = True           # target Q'(s', argmax_a Q(s', a)) instead of max_a Q'(s', a)
-    target_update_every: int = 8000   # hard copy of the online network into the target every this many steps
-
-    def __post_init__(self):
-        check_fields(self, hidden=LAYERS, lr=POSITIVE, gamma=interval("[0, 1)"), cql_alpha=NON_NEGATIVE,
-                     target_update_every=AT_LEAST_ONE)
-
-
-class DiscreteCQL:
-    """Q-learning on a finite action set with the CQL(H) penalty; ``batch["act"]`` holds integer actions ``(B,)``."""
-
-    def __init__(self, obs_dim: int, n_actions: int, config: DiscreteCQLConfig | None = None, device: str = "cpu"):
-        self.cfg = cfg = config or DiscreteCQLConfig()
-        self.device = torch.device(device)
-        self.n_actions = n_actions
-        self.q = mlp(obs_dim, n_actions, cfg.hidden).to(self.device)
-        self.q_target = copy.deepcopy(self.q).requires_grad_(False)
-        self.opt = adam(self.q.parameters(), cfg.lr)
-        self.step = 0
-
-    def update(self, b: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-        cfg = self.cfg
-        act = b["act"].long().reshape(-1)
-        if act.numel() and (act.min() < 0 or act.max() >= self.n_actions):
-            raise ValueError(f"batch['act'] must hold integers in [0, {self.n_actions}), "
-                             f"got values in [{int(act.min())}, {int(act.max())}]")
-        with torch.no_grad():
-            q_next_target = self.q_target(b["next_obs"])
-            if cfg.double_dqn:  # the online network picks, the target network evaluates
-                a_next = self.q(b["next_obs"]).argmax(-1, keepdim=True)
-                v_next = q_next_target.gather(-1, a_next).squeeze(-1)
-            else:
-                v_next = q_next_target.max(-1).values
-            target = b["rew"] + cfg.gamma * (1.0 - b["done"]) * v_next
-        q_all = self.q(b["obs"])
-        q_data = q_all.gather(-1, act.unsqueeze(-1)).squeeze(-1)
-        td_loss = ((q_data - target) ** 2).mean()
-        loss = td_loss
-        logs = {}
-        if cfg.cql_alpha > 0:
-            gap = discrete_cql_penalty(q_all, act).mean()
-            loss = td_loss + cfg.cql_alpha * gap
-            logs["cql_gap"] = gap.detach()
-        self.opt.zero_grad(set_to_none=True)
-        loss.backward()
-        self.opt.step()
-        self.step += 1
-        if self.step % cfg.target_update_every == 0:
-            self.q_target.load_state_dict(self.q.state_dict())
-        return logs | {"loss": loss.detach(), "td_loss": td_loss.detach(), "q_data": q_data.detach().mean()}
-
-    def capture_problem(self) -> str | None:
-        """Why this agent's update cannot be replayed as a CUDA graph (``minirl.devices.CapturedStep``), or None."""
-        if self.cfg.target_update_every != 1:
-            return f"target_update_every={self.cfg.target_update_every} is a Python branch on the step count"
-        return None
-
-    @torch.no_grad()
-    def q_values(self, obs) -> np.ndarray:
-        return self.q(torch.as_tensor(np.asarray(obs, dtype=np.float32), device=self.device)).cpu().numpy()
-
-    def act(self, obs: np.ndarray, deterministic: bool = True) -> np.ndarray:
-        return self.q_values(obs).argmax(-1)
-
-    def state_dict(self) -> dict:
-        return {"config": asdict(self.cfg), "step": self.step, "q": self.q.state_dict(),
-                "q_target": self.q_target.state_dict(), "opt": self.opt.state_dict()}
-
-    def load_state_dict(self, state: dict) -> None:
-        self.q.load_state_dict(state["q"])
-        self.q_target.load_state_dict(state["q_target"])
-        self.opt.load_state_dict(state["opt"])
-        self.step = int(state["step"])

@@ -162,10 +162,8 @@ def test_an_update_with_a_python_branch_on_the_step_says_it_cannot_be_captured(a
 
 
 def test_the_discrete_agents_target_copy_every_n_steps_cannot_be_captured():
-    from minirl.bcq import DiscreteBCQ
-    from minirl.cql import DiscreteCQL
-    from minirl.bcq import DiscreteBCQConfig
-    assert DiscreteBCQ(4, 1, 0, 2).capture_problem() is None  # its default: a soft update every step
-    every_8000 = DiscreteBCQ(4, 1, 0, 2, DiscreteBCQConfig(target_tau=1.0, target_update_every=8000))
+    from minirl.discrete import DiscreteBCQ, DiscreteBCQConfig, DiscreteCQL
+    assert DiscreteBCQ(4, 3).capture_problem() is None  # its default: a soft update every step
+    every_8000 = DiscreteBCQ(4, 3, DiscreteBCQConfig(target_tau=1.0, target_update_every=8000))
     for agent in (every_8000, DiscreteCQL(4, 3)):  # DiscreteCQL copies its target every 8,000 steps by default
         assert "target_update_every=8000" in agent.capture_problem()

@@ -277,9 +277,9 @@ def test_values_are_parsed_by_the_declared_type():
 
 def test_every_config_checks_types_and_ranges():
     from minirl.bc import BCConfig
-    from minirl.bcq import BCQConfig, DiscreteBCQConfig
+    from minirl.bcq import BCQConfig
     from minirl.config import UserError
-    from minirl.cql import DiscreteCQLConfig
+    from minirl.discrete import DiscreteBCQConfig, DiscreteCQLConfig
     assert BCConfig(hidden=[8, 8]).hidden == (8, 8)  # a list becomes the declared tuple
     for make, message in [(lambda: BCConfig(lr="fast"), "BCConfig.lr must be a finite number, got 'fast'"),
                           (lambda: BCConfig(hidden=()), "BCConfig.hidden must be a non-empty list of layer sizes"),
@@ -287,7 +287,7 @@ def test_every_config_checks_types_and_ranges():
                           (lambda: BCConfig(actor="mse"), "BCConfig.actor must be 'deterministic' or 'gaussian'"),
                           (lambda: BCQConfig(latent_dim=0), "BCQConfig.latent_dim must be None or >= 1"),
                           (lambda: BCQConfig(n_target_samples=2.5), "must be an integer, got 2.5"),
-                          (lambda: DiscreteBCQConfig(n_actions=1), "n_actions must be None or >= 2"),
+                          (lambda: DiscreteBCQConfig(threshold=1.5), "DiscreteBCQConfig.threshold must be in"),
                           (lambda: DiscreteCQLConfig(lr=0.0), "DiscreteCQLConfig.lr must be > 0")]:
         with pytest.raises(UserError, match=message.replace("(", r"\(").replace(")", r"\)")):
             make()

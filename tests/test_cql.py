@@ -6,8 +6,8 @@ import pytest
 import torch
 
 from minirl import cql, tabular
-from minirl.cql import (CQL, CQLConfig, DiscreteCQL, DiscreteCQLConfig, alpha_prime_value, cql_penalty,
-                        discrete_cql_penalty, lagrange_loss)
+from minirl.cql import CQL, CQLConfig, alpha_prime_value, cql_penalty, discrete_cql_penalty, lagrange_loss
+from minirl.discrete import DiscreteCQL, DiscreteCQLConfig
 from minirl.data import OfflineDataset
 from minirl.runs import make_agent
 from minirl.train import train

@@ -9,7 +9,8 @@ from minirl import seeds
 from minirl.bc import BC, BCConfig
 from minirl.bcq import BCQ, BCQConfig
 from minirl.config import UserError
-from minirl.cql import CQL, CQLConfig, DiscreteCQL
+from minirl.cql import CQL, CQLConfig
+from minirl.discrete import DiscreteCQL
 from minirl.iql import IQL, IQLConfig
 from minirl.td3bc import TD3BC, TD3BCConfig
 from minirl.train import train

@@ -51,20 +51,20 @@ def make_discrete_bcq(threshold: float = 0.3, seed: int = 0):
     """Discrete BCQ for :func:`tabular_exercise`: 32-32 networks, Adam 1e-2, gamma 0.9, Polyak 0.1; seeded."""
     import torch
 
-    from ..bcq import DiscreteBCQ, DiscreteBCQConfig
+    from ..discrete import DiscreteBCQ, DiscreteBCQConfig
     torch.manual_seed(seed)
-    return DiscreteBCQ(8, 1, config=DiscreteBCQConfig(n_actions=4, hidden=(32, 32), lr=1e-2, gamma=0.9,
-                                                      threshold=threshold, target_tau=0.1))
+    return DiscreteBCQ(8, 4, DiscreteBCQConfig(hidden=(32, 32), lr=1e-2, gamma=0.9, threshold=threshold,
+                                               target_tau=0.1))
 
 
 def make_discrete_cql(cql_alpha: float = 0.5, seed: int = 0):
     """Discrete CQL for :func:`tabular_exercise`: 32-32 network, Adam 1e-2, gamma 0.9, target copied every 25."""
     import torch
 
-    from ..cql import DiscreteCQL, DiscreteCQLConfig
+    from ..discrete import DiscreteCQL, DiscreteCQLConfig
     torch.manual_seed(seed)
-    return DiscreteCQL(8, 4, config=DiscreteCQLConfig(hidden=(32, 32), lr=1e-2, gamma=0.9, cql_alpha=cql_alpha,
-                                                      target_update_every=25))
+    return DiscreteCQL(8, 4, DiscreteCQLConfig(hidden=(32, 32), lr=1e-2, gamma=0.9, cql_alpha=cql_alpha,
+                                               target_update_every=25))
 
 
 def greedy_return(agent, problem) -> float:
@@ -178,7 +178,7 @@ def _q_table(net, states):
 
 
 def check_discrete_bcq_update(fn) -> None:
-    """Task: ``fn(agent, batch)`` does one update of a ``minirl.bcq.DiscreteBCQ``: its losses, networks and step
+    """Task: ``fn(agent, batch)`` does one update of a ``minirl.discrete.DiscreteBCQ``: its losses, networks and step
     counter must follow ``agent.update`` on :func:`tabular_exercise`'s data from the same seed."""
     p = tabular_exercise()
     _check_agent("discrete_bcq_update", fn, make_discrete_bcq, p.bcq_batch, ("q_loss", "imitation_loss"), {
@@ -186,18 +186,18 @@ def check_discrete_bcq_update(fn) -> None:
         "the target network Q'(s, .)": lambda a: _q_table(a.q_target, p.states),
         "the imitation logits": lambda a: _q_table(a.imitation, p.states),
         "agent.steps": lambda a: a.steps,
-    }, reference=_method("bcq", "DiscreteBCQ", "update"))
+    }, reference=_method("discrete", "DiscreteBCQ", "update"))
 
 
 def check_discrete_cql_update(fn) -> None:
-    """Task: ``fn(agent, batch)`` does one update of a ``minirl.cql.DiscreteCQL`` (alpha 0.5): losses, Q-network,
+    """Task: ``fn(agent, batch)`` does one update of a ``minirl.discrete.DiscreteCQL`` (alpha 0.5): losses, Q-network,
     target network and step counter as ``agent.update`` on :func:`tabular_exercise`'s data from the same seed."""
     p = tabular_exercise()
     _check_agent("discrete_cql_update", fn, make_discrete_cql, p.cql_batch, ("loss", "td_loss", "cql_gap"), {
         "Q(s, .) at the 8 states": lambda a: _q_table(a.q, p.states),
         "the target network Q'(s, .)": lambda a: _q_table(a.q_target, p.states),
         "agent.step": lambda a: a.step,
-    }, reference=_method("cql", "DiscreteCQL", "update"))
+    }, reference=_method("discrete", "DiscreteCQL", "update"))
 
 
 def check_iql_update(fn) -> None:

@@ -746,7 +746,7 @@ def check_critic_target(fn) -> None:
 def check_bcq_action_mask(fn) -> None:
     """Task: discrete BCQ's mask ``G(a|s) / max_a' G(a'|s) >= threshold`` from log-probabilities."""
     import torch
-    from ..bcq import bcq_action_mask
+    from ..discrete import bcq_action_mask
     probs = torch.tensor([[0.5, 0.3, 0.15, 0.05]])
     _check_cases("bcq_action_mask", fn, bcq_action_mask, [
         ("probs=[0.5, 0.3, 0.15, 0.05], threshold=0.3 (ratios 1, 0.6, 0.3, 0.1)", (probs.log(), 0.3)),

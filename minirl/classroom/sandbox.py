@@ -68,7 +68,7 @@ def preload() -> None:
     import torch  # noqa: F401
     from IPython.core.interactiveshell import InteractiveShell  # noqa: F401
 
-    from .. import bcq, cql, iql, nets, plots, stitching, tabular  # noqa: F401
+    from .. import bcq, cql, discrete, iql, nets, plots, stitching, tabular  # noqa: F401
     _checker_modules()
     # every module of minirl (an isolated child cannot read their sources: sandbox.isolate)
     import importlib
@@ -371,7 +371,7 @@ def _run_steps(steps: list[dict], work: str, forbidden: list[str], report) -> No
     from IPython.core.interactiveshell import InteractiveShell
     from traitlets.config import Config
 
-    from .. import bcq, classroom, cql, iql, nets, plots, stitching, tabular  # classroom: where notebooks import from
+    from .. import bcq, classroom, cql, discrete, iql, nets, plots, stitching, tabular  # classroom: notebooks import it
     from . import checks
 
     torch.set_num_threads(1)
@@ -386,7 +386,7 @@ def _run_steps(steps: list[dict], work: str, forbidden: list[str], report) -> No
     config.InteractiveShell.xmode = "Plain"
     shell = Shell(config=config)
     checker_modules = _checker_modules()
-    modules = [bcq, cql, classroom, *checker_modules, iql, nets, plots, stitching, tabular]
+    modules = [bcq, cql, classroom, *checker_modules, discrete, iql, nets, plots, stitching, tabular]
     snapshot = {m: dict(vars(m)) for m in modules}
     checkers = {k: v for m in checker_modules for k, v in vars(m).items() if k.startswith("check_") and callable(v)}
     verdicts = checks._VERDICTS

@@ -1,4 +1,5 @@
-"""Discrete BCQ (minirl.bcq, the section at the end) and the CartPole dataset (minirl.discrete_data)."""
+"""The discrete agents (minirl.discrete: discrete BCQ, discrete CQL; its losses are in test_cql.py) and the CartPole
+dataset (minirl.discrete_data)."""
 import copy
 import math
 
@@ -7,9 +8,9 @@ import pytest
 import torch
 
 from minirl import tabular
-from minirl.bcq import (DiscreteBCQ, DiscreteBCQConfig, bcq_action_mask, discrete_bcq_target, imitation_loss,
-                        masked_argmax)
 from minirl.data import OfflineDataset
+from minirl.discrete import (DiscreteBCQ, DiscreteBCQConfig, DiscreteCQL, DiscreteCQLConfig, bcq_action_mask,
+                             discrete_bcq_target, imitation_loss, masked_argmax)
 from minirl.discrete_data import action_indices, controller_action, make_cartpole_dataset, GOOD_GAINS
 from minirl.evaluation import evaluate
 
@@ -79,7 +80,7 @@ def test_imitation_loss_by_hand():
 
 def _agent(threshold, n_actions=2, **kw):
     torch.manual_seed(0)
-    return DiscreteBCQ(3, 1, 0.0, n_actions - 1.0, DiscreteBCQConfig(threshold=threshold, hidden=(16,), **kw))
+    return DiscreteBCQ(3, n_actions, DiscreteBCQConfig(threshold=threshold, hidden=(16,), **kw))
 
 
 def _set_output_bias(net, bias):
@@ -116,7 +117,7 @@ def test_threshold_limits_are_greedy_q_and_greedy_behaviour_cloning():
 def test_mask_learned_from_data_removes_an_action_the_data_never_takes():
     # 3 actions; the data takes only actions 0 and 1 (equally often), never 2. Q is pushed to prefer action 2.
     torch.manual_seed(0)
-    agent = DiscreteBCQ(3, 1, 0.0, 2.0, DiscreteBCQConfig(hidden=(32,), lr=1e-2))
+    agent = DiscreteBCQ(3, 3, DiscreteBCQConfig(hidden=(32,), lr=1e-2))
     obs = torch.randn(128, 3).repeat(2, 1)            # every state twice: once with action 0, once with 1
     batch = {"obs": obs, "act": torch.cat([torch.zeros(128, 1), torch.ones(128, 1)]), "rew": torch.zeros(256),
              "next_obs": obs, "done": torch.ones(256)}
@@ -156,19 +157,49 @@ def test_state_dict_round_trip_continues_identically():
 
 
 def test_errors_name_the_field():
-    with pytest.raises(ValueError, match="act_dim must be 1"):
-        DiscreteBCQ(3, 2, 0.0, 1.0)
-    with pytest.raises(ValueError, match="n_actions is None and action_high is None"):
-        DiscreteBCQ(3, 1)
     with pytest.raises(ValueError, match="threshold must be in"):
-        DiscreteBCQ(3, 1, 0.0, 1.0, DiscreteBCQConfig(threshold=2.0))
+        DiscreteBCQ(3, 2, DiscreteBCQConfig(threshold=2.0))
     with pytest.raises(ValueError, match="target_tau"):
-        DiscreteBCQ(3, 1, 0.0, 1.0, DiscreteBCQConfig(target_tau=0.0))
-    agent = DiscreteBCQ(3, 1, config=DiscreteBCQConfig(n_actions=4, hidden=(8,)))
-    assert agent.n_actions == 4
-    with pytest.raises(ValueError, match=r"batch\['act'\] must have shape \(B, 1\)"):
-        agent.update({"obs": torch.zeros(2, 3), "act": torch.zeros(2), "rew": torch.zeros(2),
-                      "next_obs": torch.zeros(2, 3), "done": torch.zeros(2)})
+        DiscreteBCQ(3, 2, DiscreteBCQConfig(target_tau=0.0))
+    assert DiscreteBCQ(3, 4, DiscreteBCQConfig(hidden=(8,))).n_actions == 4
+
+
+# ---- one constructor, one action convention ---------------------------------------------------------------------
+
+AGENTS = {"bcq": (DiscreteBCQ, DiscreteBCQConfig), "cql": (DiscreteCQL, DiscreteCQLConfig)}
+
+
+@pytest.mark.parametrize("algo", sorted(AGENTS))
+def test_both_agents_take_obs_dim_n_actions_config_device(algo):
+    cls, config = AGENTS[algo]
+    agent = cls(5, 3, config(hidden=(8,)), "cpu")
+    assert agent.n_actions == 3 and agent.q(torch.zeros(1, 5)).shape == (1, 3)
+    assert cls(obs_dim=5, n_actions=3, config=config(hidden=(8,)), device="cpu").n_actions == 3
+    for bad in (1, 0, 2.5, True):
+        with pytest.raises(ValueError, match=r"n_actions must be a whole number >= 2 .* got"):
+            cls(5, bad)
+
+
+@pytest.mark.parametrize("algo", sorted(AGENTS))
+def test_both_agents_share_one_action_convention(algo):
+    cls, config = AGENTS[algo]
+    torch.manual_seed(0)
+    one = cls(4, 3, config(hidden=(8,)))
+    obs = torch.randn(6, 4)
+    column = {"obs": obs, "act": torch.tensor([[0.0], [1.0], [2.0]] * 2), "rew": torch.ones(6),
+              "next_obs": obs, "done": torch.zeros(6)}
+    vector = column | {"act": column["act"][:, 0].long()}
+    other = copy.deepcopy(one)
+    # the dataset's column (B, 1) and a vector of indices (B,) are the same batch
+    la, lb = one.update(column), other.update(vector)
+    assert all(torch.equal(la[k], lb[k]) for k in la)
+    a = one.act(obs.numpy())
+    assert a.dtype == np.int64 and a.shape == (6,) and set(a.tolist()) <= {0, 1, 2}
+    assert one.act(obs[0].numpy()).shape == ()             # one observation, one index
+    with pytest.raises(ValueError, match=r"batch\['act'\] must have shape \(B, 1\) or \(B,\)"):
+        one.update(column | {"act": torch.zeros(6, 2)})
+    with pytest.raises(ValueError, match=r"batch\['act'\] must hold integers in \[0, 3\), got values in \[0, 3\]"):
+        one.update(column | {"act": torch.tensor([0, 1, 2, 3, 0, 1])})
 
 
 # ---- the CartPole dataset --------------------------------------------------------------------------------------
@@ -205,7 +236,7 @@ def test_train_evaluate_accepts_integer_actions_on_cartpole():
 
 def _agent_for_cartpole():
     torch.manual_seed(0)
-    return DiscreteBCQ(4, 1, 0.0, 1.0, DiscreteBCQConfig(hidden=(8,)))
+    return DiscreteBCQ(4, 2, DiscreteBCQConfig(hidden=(8,)))
 
 
 # ---- learning --------------------------------------------------------------------------------------------------
@@ -222,8 +253,7 @@ def test_learns_a_tabular_mdp_from_one_hot_states_better_than_behaviour_and_rand
     ds = OfflineDataset(eye[data["s"]], data["a"].astype(np.float32)[:, None], data["r"], eye[data["s_next"]],
                         data["done"], data["timeout"], action_low=0.0, action_high=A - 1.0)
     torch.manual_seed(0)
-    agent = DiscreteBCQ(S, 1, ds.action_low, ds.action_high,
-                        DiscreteBCQConfig(hidden=(64,), lr=3e-3, gamma=0.9, target_tau=0.05))
+    agent = DiscreteBCQ(S, A, DiscreteBCQConfig(hidden=(64,), lr=3e-3, gamma=0.9, target_tau=0.05))
     behaviour, random = tabular.policy_return(mdp, pi_beta), tabular.policy_return(mdp, np.full((S, A), 1 / A))
     best = tabular.policy_return(mdp, tabular.greedy_policy(q_star))   # 7.32; random 4.73, behaviour 3.83
     bar = max(behaviour, random) + 0.1 * (best - max(behaviour, random))
