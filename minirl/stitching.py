@@ -290,7 +290,7 @@ def cql_operator(mdp_hat: tab.FiniteMDP, pi_beta: np.ndarray, support: np.ndarra
         Q(s, a) = y(s, a) - alpha (softmax_a Q(s, .) / pi_beta(a|s) - 1),
 
     found by Newton's method. A state with one data action has ``softmax = pi_beta = 1``: no penalty, ``Q = y``.
-    ``minirl.cql.DiscreteCQL`` writes its TD term without the 1/2, so its ``cql_alpha`` is twice this ``alpha``.
+    ``minirl.discrete.DiscreteCQL`` writes its TD term without the 1/2, so its ``cql_alpha`` is twice this ``alpha``.
     """
     if alpha < 0:
         raise ValueError(f"alpha must be >= 0, got {alpha}")
