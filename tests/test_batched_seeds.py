@@ -1,13 +1,10 @@
 """benchmarks/batched_seeds.py times K seeds stacked in one update (minirl.seeds): its check must be the plain update's."""
-import sys
-from pathlib import Path
 
 import pytest
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
-import batched_seeds  # noqa: E402
-from speed import synthetic_dataset  # noqa: E402
+import batched_seeds
+from speed import synthetic_dataset
 
 
 @pytest.fixture(scope="module")

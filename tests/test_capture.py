@@ -5,16 +5,13 @@ with the reason. What a CPU can check runs everywhere: which tensors and optimis
 """
 import copy
 import math
-import sys
-from pathlib import Path
 
 import pytest
 import torch
 
 from minirl import devices, runs
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
-from speed import synthetic_dataset  # noqa: E402
+from speed import synthetic_dataset
 
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(),
                                 reason="CUDA graphs need a CUDA GPU; this machine has none (benchmarks/gpu.sh runs "

@@ -1,17 +1,13 @@
 """experiments/cql_gap.py: the gap's floor is CQL's own penalty at a flat Q, and the multiplier's climb is read right."""
 import json
 import math
-import sys
-from pathlib import Path
 
 import pytest
 import torch
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "experiments"))
-import cql_gap  # noqa: E402
+import cql_gap
 
-from minirl.cql import cql_penalty  # noqa: E402
+from minirl.cql import cql_penalty
 
 
 def test_the_floor_is_the_penalty_of_a_q_flat_in_the_action():

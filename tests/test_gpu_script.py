@@ -2,14 +2,11 @@
 its --evaluate must score what the run saved."""
 import csv
 import json
-import sys
-from pathlib import Path
 
 import pytest
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
-import gpu  # noqa: E402
+import gpu
 
 
 def test_the_dry_run_checks_times_trains_and_saves_the_actors_which_evaluate_scores(tmp_path):
@@ -70,7 +67,6 @@ def test_a_maze_run_at_the_cpu_scales_settings_lands_as_runs_the_stitching_table
     assert all(0.0 <= float(r["success_rate"]) <= 1.0 for r in rows)
     result = json.loads((run / "result.json").read_text())
     assert result["precision"] == "float32" and result["eval_episodes"] == 2 and result["steps"] == 10
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "experiments"))
     import stitching_table
     table, running = stitching_table.collect(root)
     assert running == 0 and len(table[maze]["iql-expectile=0.7-layer_norm=True"]) == 2

@@ -19,8 +19,7 @@ import pytest
 
 from minirl.classroom import grader, release
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from test_exercises import WRONG  # noqa: E402  (one source of plausible wrong answers)
+from test_exercises import WRONG  # one source of plausible wrong answers
 
 NB = "01_offline_rl"  # the quick notebook (tabular), for most scenarios
 PROJECT = "06_project"  # the end-to-end assignment: its second task trains the student's update

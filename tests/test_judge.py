@@ -14,14 +14,12 @@ Every attacked task must get 0 points; an honest class (tests/test_grading.py) s
 """
 import json
 import sys
-from pathlib import Path
 
 import pytest
 
 from minirl.classroom import checks, grader
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from test_grading import NB, _answers, filled, rows_of, write  # noqa: E402
+from test_grading import NB, _answers, filled, rows_of, write
 
 TASKS = ("policy_transition", "evaluate_policy", "empirical_mdp", "optimism_experiment")
 

@@ -11,15 +11,13 @@ refused, every write refused, and nothing may appear outside. Skipped where the 
 """
 import json
 import os
-import sys
 from pathlib import Path
 
 import pytest
 
 from minirl.classroom import grader, release
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from test_grading import NB, _answers, filled, write  # noqa: E402
+from test_grading import NB, _answers, filled, write
 
 SOLUTION = release.SOLUTIONS / f"{NB}.ipynb"
 SECRETS = {"solution": str(SOLUTION), "exercises page": str(release.BOOK_PAGE),

@@ -1,17 +1,13 @@
 """experiments/maze_action_values.py: Q at the data's actions along a path, split by direction."""
-import sys
-from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
 import pytest
 import torch
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "experiments"))
-import maze_action_values  # noqa: E402
+import maze_action_values
 
-from minirl import maze  # noqa: E402
+from minirl import maze
 
 
 class _Critic:

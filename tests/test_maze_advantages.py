@@ -1,15 +1,11 @@
 """experiments/maze_advantages.py: the path it measures along (maze.Layout.path) and the advantage-weighted mean."""
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "experiments"))
-import maze_advantages  # noqa: E402
+import maze_advantages
 
-from minirl import maze  # noqa: E402
+from minirl import maze
 
 
 def test_the_path_of_stitch_task_1_is_its_ten_cell_shortest_path():

@@ -1,19 +1,15 @@
 """experiments/maze_extraction.py: a fresh actor trained against a run's fixed V and critics, and its table."""
 import json
-import sys
 from dataclasses import asdict
-from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "experiments"))
-import maze_extraction  # noqa: E402
+import maze_extraction
 
-from minirl import datasets, runs  # noqa: E402
-from minirl.iql import IQL, IQLConfig  # noqa: E402
+from minirl import datasets, runs
+from minirl.iql import IQL, IQLConfig
 
 MEDIUM = "pointmaze-medium-stitch-singletask-task1"
 

@@ -1,16 +1,12 @@
 """experiments/maze_imitation.py: what it reads from the data's actions along a path."""
-import sys
-from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "experiments"))
-import maze_imitation  # noqa: E402
+import maze_imitation
 
-from minirl import maze  # noqa: E402
+from minirl import maze
 
 
 def _data(lay, cells_and_actions):

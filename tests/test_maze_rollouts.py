@@ -5,7 +5,6 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "experiments"))
 import maze_rollouts  # noqa: E402
 
 

@@ -1,7 +1,6 @@
 """experiments/maze_values.py: where it reads values from an agent without a V (CQL), and the reference curve in the
 units the agent was trained on."""
 import math
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -9,7 +8,6 @@ import pytest
 import torch
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "experiments"))
 import maze_values  # noqa: E402
 
 

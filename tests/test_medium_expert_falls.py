@@ -1,13 +1,10 @@
 """experiments/medium_expert_falls.py drops the expert half's falling episodes of hopper-medium-expert, only those."""
-import sys
-from pathlib import Path
 
 import numpy as np
 
 from minirl.data import OfflineDataset
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "experiments"))
-import medium_expert_falls  # noqa: E402
+import medium_expert_falls
 
 
 def episodes_dataset(lengths_and_ends):

@@ -15,8 +15,7 @@ import pytest
 
 from minirl.classroom import grader, release
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from test_grading import (NB, _answers, _student_copy, execute_and_save, filled, passing_checkers,  # noqa: E402
+from test_grading import (NB, _answers, _student_copy, execute_and_save, filled, passing_checkers,
                           wrong_edits, write)
 
 SAMPLES = release.EXERCISES / "sample_submissions"

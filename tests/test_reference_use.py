@@ -13,14 +13,12 @@ import sys
 import textwrap
 import threading
 import types
-from pathlib import Path
 
 import pytest
 
 from minirl.classroom import CHECKER_MODULES, agent_checks, checks
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from test_grading import filled, rows_of, write  # noqa: E402
+from test_grading import filled, rows_of, write
 
 MODULES = [importlib.import_module(f"minirl.classroom.{m}") for m in CHECKER_MODULES]
 CHECKERS = {name[len("check_"):]: getattr(module, name) for module in MODULES

@@ -236,9 +236,6 @@ def test_minirl_train_seeds_writes_one_run_per_seed(tmp_path, monkeypatch, capsy
 
 
 def test_run_suite_batch_seeds_records_each_seed(tmp_path, capsys):
-    import sys
-    from pathlib import Path
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "experiments"))
     import run_suite
     base = ["--algos", "bc", "--datasets", "pendulum-random", "--scale", "smoke", "--steps", "10", "--set",
             "hidden=[16,16]", "--root", str(tmp_path), "--tag", "t", "--eval-episodes", "1"]

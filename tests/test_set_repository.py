@@ -1,14 +1,12 @@
 """scripts/set_repository.py: the book's repository named in one step, in every place that uses it."""
 import json
 import shutil
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "scripts"))
 import set_repository  # noqa: E402
 import setup_cell  # noqa: E402
 

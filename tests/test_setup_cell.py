@@ -8,7 +8,6 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "scripts"))
 import setup_cell  # noqa: E402
 
 CHILD = r'''

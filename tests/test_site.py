@@ -13,7 +13,6 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "scripts"))
 from check_site import check_overflow, check_site, find_browser, page_overflow  # noqa: E402
 import set_repository  # noqa: E402
 import setup_cell  # noqa: E402

@@ -5,9 +5,7 @@ from pathlib import Path
 import pytest
 import torch
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "benchmarks"))
-import speed  # noqa: E402
+import speed
 
 TINY = ["--seconds", "0.2", "--dataset-size", "2000"]
 

@@ -1,13 +1,9 @@
 """experiments/stitching_table.py: the stitching grid's table of means and differences with intervals."""
 import json
-import sys
-from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "experiments"))
-import stitching_table  # noqa: E402
+import stitching_table
 
 
 def fake_run(root, method, dataset, seed, values, key="score_mean", finished=True, precision="float32"):

@@ -104,7 +104,6 @@ def test_run_suite_writes_results_and_skips_finished_runs(tmp_path):
 
 def test_run_suite_skips_a_run_another_live_process_is_making(tmp_path, capsys):
     import os
-    sys.path.insert(0, str(REPO / "experiments"))
     import run_suite
     run = tmp_path / "smoke" / "bc" / "pendulum-medium" / "s0"
     run.mkdir(parents=True)
@@ -117,7 +116,6 @@ def test_run_suite_skips_a_run_another_live_process_is_making(tmp_path, capsys):
 
 
 def test_run_suite_checks_the_whole_grid_before_the_first_run(tmp_path, monkeypatch, capsys):
-    sys.path.insert(0, str(REPO / "experiments"))
     import run_suite
     monkeypatch.setenv("MINIRL_DATA", str(tmp_path / "data"))
     base = ["--datasets", "pendulum-random", "--seeds", "0", "--scale", "smoke", "--root", str(tmp_path / "results")]
@@ -141,7 +139,6 @@ TINY_RUN = Path("bc-hidden=16,16") / "pendulum-medium"
 
 
 def _run_suite():
-    sys.path.insert(0, str(REPO / "experiments"))
     import run_suite
     return run_suite
 
@@ -325,7 +322,6 @@ def test_executor_flags_are_checked_before_anything_is_submitted(tmp_path, monke
 
 
 def test_checkpoint_every_is_a_quarter_of_the_run_at_most_25000_steps(tmp_path, monkeypatch):
-    sys.path.insert(0, str(REPO / "experiments"))
     import run_suite
     assert [run_suite.checkpoint_every(n) for n in (3, 20, 50_000, 100_000, 1_000_000)] == [1, 5, 12_500, 25_000, 25_000]
     seen = {}
@@ -340,7 +336,6 @@ def test_checkpoint_every_is_a_quarter_of_the_run_at_most_25000_steps(tmp_path, 
 
 
 def test_capture_reaches_the_run_and_needs_a_gpu(tmp_path, monkeypatch, capsys):
-    sys.path.insert(0, str(REPO / "experiments"))
     import run_suite
     seen = {}
 

@@ -4,7 +4,6 @@ the tables that book/comparison.md, notebook 05 and results/*/table.md show, and
 made from final evaluations fails them (checked by making minirl.plots.record_score return the final evaluation)."""
 import json
 import re
-import sys
 from pathlib import Path
 
 import pytest
@@ -70,7 +69,6 @@ def test_notebook_05_shows_the_tables_the_code_makes_from_the_last_five(record):
 
 
 def test_the_stitching_tables_of_record_are_made_by_the_script(monkeypatch):
-    sys.path.insert(0, str(ROOT / "experiments"))
     import stitching_table
     for root in ("stitching", "stitching-budget"):
         folder = ROOT / "results" / root
