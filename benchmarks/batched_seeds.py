@@ -18,6 +18,7 @@ keeps its numbers); the stacked path replaced it, so that the update timed is th
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 from pathlib import Path
 
@@ -47,17 +48,54 @@ def stacked_batch(data, k: int, batch_size: int, gens, device: str = "cpu") -> d
     return seeds.stack_batches([data.sample(batch_size, device, g) for g in gens[:k]])
 
 
+@contextlib.contextmanager
+def same_noise():
+    """Inside the block, the random draws an update makes without a generator (``torch.rand``, ``torch.randn``,
+    ``torch.randn_like``, a ``Normal``'s ``rsample``) are a fixed pattern of the draw's last two indices, the same for
+    every seed: a stack's draw ``(K, ...)`` then holds, for each seed, the numbers that seed's own agent draws. It is
+    for checking a stack against separate agents (CQL's and BCQ's updates sample actions and latents), never for
+    training. Draws with an explicit ``generator=`` (batches) are left alone. The tests use it too (test_seeds.py,
+    test_td3bc.py)."""
+    from torch.distributions import normal
+
+    def pattern(shape, scale=1.0, shift=0.0):
+        shape = tuple(shape)
+        i = torch.arange(shape[-2] if len(shape) > 1 else 1, dtype=torch.float32).unsqueeze(-1)
+        j = torch.arange(shape[-1], dtype=torch.float32)
+        values = torch.sin(12.9898 * i + 78.233 * j + 0.5) * scale + shift
+        return (values if len(shape) > 1 else values[0]).expand(shape).clone()
+
+    def sizes(shape):
+        return shape[0] if len(shape) == 1 and not isinstance(shape[0], int) else shape
+
+    def on(device):
+        return lambda x: x.to(device) if device is not None else x
+
+    saved = torch.rand, torch.randn, torch.randn_like, normal._standard_normal
+    rand, randn = saved[0], saved[1]
+    torch.rand = lambda *shape, **kw: rand(*shape, **kw) if "generator" in kw else on(kw.get("device"))(
+        pattern(sizes(shape), 0.5, 0.5))
+    torch.randn = lambda *shape, **kw: randn(*shape, **kw) if "generator" in kw else on(kw.get("device"))(
+        pattern(sizes(shape)))
+    torch.randn_like = lambda x, **kw: pattern(x.shape).to(x.device, x.dtype)
+    normal._standard_normal = lambda shape, dtype=None, device=None: pattern(shape).to(device, dtype)
+    try:
+        yield
+    finally:
+        torch.rand, torch.randn, torch.randn_like, normal._standard_normal = saved
+
+
 def check_same_as_plain(data, k: int = 3, steps: int = 3, batch_size: int = 64, device: str = "cpu",
                         algo: str = "iql", **overrides) -> float:
     """Largest difference between K plain updates and one stacked update (the losses' sums, then each seed's
-    parameters and optimiser moments); float32, the updates' random draws made the same (``seeds.same_noise``)."""
+    parameters and optimiser moments); float32, the updates' random draws made the same (:func:`same_noise`)."""
     plain = make_agents(data, k, device, algo, **overrides)
     batched = seeds.stack(plain)
     gens = [torch.Generator(device=device).manual_seed(100 + i) for i in range(k)]
     worst = 0.0
     for _ in range(steps):
         batch = stacked_batch(data, k, batch_size, gens, device)
-        with seeds.same_noise():  # CQL's and BCQ's sampled actions: the same noise for the stack and the agents
+        with same_noise():  # CQL's and BCQ's sampled actions: the same noise for the stack and the agents
             logs = [a.update({key: v[i] for key, v in batch.items()}) for i, a in enumerate(plain)]
             together = batched.update(batch)
         for name in (n for n in together if n.endswith("loss")):

@@ -9,7 +9,7 @@ What it does, in order, each step skipped with a line saying so when the budget 
 
 1. **Checks** (float32): K = 3 seeds of each of IQL, BC, CQL and BCQ stacked as one update (:mod:`minirl.seeds`, the path
    ``train`` takes with a list of agents) equal 3 plain updates from the same batches
-   (``batched_seeds.check_same_as_plain``, with the updates' noise made the same, ``minirl.seeds.same_noise``); for
+   (``batched_seeds.check_same_as_plain``, with the updates' noise made the same, ``batched_seeds.same_noise``); for
    BC, BCQ, CQL and IQL, one seed and K = 3 stacked, the update replayed as
    a CUDA graph (:class:`minirl.devices.CapturedStep`) equals the eager update, losses and parameters, over 20 steps
    from the same seed (IQL with its cosine schedule, which both IQLs hold on the device as a tensor learning rate).

@@ -20,12 +20,13 @@ to its epsilon), so training is the same in practice. On Pendulum (``|A| = 1``) 
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
 import torch
 
+from .agent import load_state, state_of
 from .config import LAYERS, POSITIVE, check_fields, interval
 from .nets import DeterministicActor, GaussianActor, adam, batch_mean
 
@@ -60,6 +61,8 @@ def nll_loss(log_probs: torch.Tensor) -> torch.Tensor:
 
 class BC:
     seed_axis = True  # its update runs on K seeds stacked (minirl.seeds): the losses broadcast over a leading axis
+    modules, optimizers = ("actor",), ("opt",)  # its pieces by name (minirl.agent)
+    tensors, counters = (), ("step",)
 
     def __init__(self, obs_dim: int, act_dim: int, action_low=None, action_high=None,
                  config: BCConfig | None = None, device: str = "cpu"):
@@ -70,6 +73,7 @@ class BC:
         actor_cls = DeterministicActor if cfg.actor == "deterministic" else GaussianActor
         self.actor = actor_cls(obs_dim, act_dim, cfg.hidden, action_low, action_high).to(self.device)
         self.opt = adam(self.actor.parameters(), cfg.lr)
+        self.step = 0  # updates done so far
 
     def loss(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         if self.cfg.actor == "deterministic":
@@ -81,6 +85,7 @@ class BC:
         self.opt.zero_grad(set_to_none=True)
         loss.backward()
         self.opt.step()
+        self.step += 1
         return {"actor_loss": loss.detach()}
 
     @torch.no_grad()
@@ -89,8 +94,7 @@ class BC:
         return self.actor(o, deterministic).cpu().numpy()  # both actor kinds take (obs, deterministic)
 
     def state_dict(self) -> dict:
-        return {"config": asdict(self.cfg), "actor": self.actor.state_dict(), "opt": self.opt.state_dict()}
+        return state_of(self)  # the config, the step and every declared piece
 
     def load_state_dict(self, state: dict) -> None:
-        self.actor.load_state_dict(state["actor"])
-        self.opt.load_state_dict(state["opt"])
+        load_state(self, state)

@@ -33,13 +33,14 @@ critics in one call each. d3rlpy's BCQ has the same structure (``action_flexibil
 from __future__ import annotations
 
 import copy
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
 import torch
 from torch import nn
 
+from .agent import load_state, state_of
 from .config import AT_LEAST_ONE, LAYERS, NON_NEGATIVE, POSITIVE, check_fields, interval, or_none
 from .nets import VAE, CriticEnsemble, _ActionScaler, adam, batch_mean, mlp, soft_update
 
@@ -140,7 +141,8 @@ class Perturbation(_ActionScaler):
 
 class BCQ:
     seed_axis = True  # its update runs on K seeds stacked (minirl.seeds): the losses broadcast over a leading axis
-    _parts = ("vae", "actor", "actor_target", "critic", "critic_target", "vae_opt", "actor_opt", "critic_opt")
+    modules = ("vae", "actor", "actor_target", "critic", "critic_target")  # its pieces by name (minirl.agent)
+    optimizers, tensors, counters = ("vae_opt", "actor_opt", "critic_opt"), (), ("step",)
 
     def __init__(self, obs_dim: int, act_dim: int, action_low=None, action_high=None,
                  config: BCQConfig | None = None, device: str = "cpu"):
@@ -167,6 +169,7 @@ class BCQ:
         self.vae_opt = adam(self.vae.parameters(), cfg.vae_lr)
         self.actor_opt = adam(self.actor.parameters(), cfg.actor_lr)
         self.critic_opt = adam(self.critic.parameters(), cfg.critic_lr)
+        self.step = 0  # updates done so far
 
     def candidates(self, obs: torch.Tensor, n: int, target: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
         """``n`` perturbed VAE actions per state, batched: returns ``(obs_rep, actions)``, both ``(B * n, .)``,
@@ -213,6 +216,7 @@ class BCQ:
         # 4. target networks
         soft_update(self.critic_target, self.critic, cfg.tau)
         soft_update(self.actor_target, self.actor, cfg.tau)
+        self.step += 1
         return {"vae_loss": loss_vae.detach(), "recon_loss": recon_loss.detach(), "kl": kl.detach(),
                 "critic_loss": critic_loss.detach(), "actor_loss": actor_loss.detach(),
                 "q_data": q.select(-2, 0).detach().mean(), "target": y.mean()}
@@ -232,9 +236,7 @@ class BCQ:
         return best[0] if single else best
 
     def state_dict(self) -> dict:
-        return {"config": asdict(self.cfg),
-                **{k: getattr(self, k).state_dict() for k in self._parts}}
+        return state_of(self)  # the config, the step and every declared piece
 
     def load_state_dict(self, state: dict) -> None:
-        for k in self._parts:
-            getattr(self, k).load_state_dict(state[k])
+        load_state(self, state)

@@ -62,13 +62,14 @@ from __future__ import annotations
 
 import copy
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
 import torch
 from torch.distributions import Normal
 
+from .agent import load_state, state_of
 from .config import AT_LEAST_ONE, LAYERS, NON_NEGATIVE, POSITIVE, UserError, check_fields, interval
 from .nets import CriticEnsemble, TanhGaussianActor, adam, batch_mean, soft_update
 
@@ -205,6 +206,9 @@ def _repeat(x: torch.Tensor, n: int) -> torch.Tensor:
 class CQL:
     """CQL(H) on SAC for continuous actions; ``cql_alpha = 0`` without ``lagrange`` is plain offline SAC."""
     seed_axis = True  # its update runs on K seeds stacked (minirl.seeds): the losses broadcast over a leading axis
+    modules = ("actor", "critic", "critic_target")  # its pieces by name (minirl.agent)
+    optimizers = ("actor_opt", "critic_opt", "alpha_opt", "alpha_prime_opt")
+    tensors, counters = ("log_alpha", "log_alpha_prime"), ("step",)
 
     def __init__(self, obs_dim: int, act_dim: int, action_low=None, action_high=None,
                  config: CQLConfig | None = None, device: str = "cpu"):
@@ -355,16 +359,7 @@ class CQL:
         return self.actor.sample(o, deterministic)[0].cpu().numpy()
 
     def state_dict(self) -> dict:
-        return {"config": asdict(self.cfg), "step": self.step,
-                "log_alpha": self.log_alpha.detach().clone(), "log_alpha_prime": self.log_alpha_prime.detach().clone(),
-                **{k: getattr(self, k).state_dict() for k in self._parts}}
+        return state_of(self)  # the config, the step, both temperatures and every declared piece
 
     def load_state_dict(self, state: dict) -> None:
-        for k in self._parts:
-            getattr(self, k).load_state_dict(state[k])
-        with torch.no_grad():
-            self.log_alpha.copy_(state["log_alpha"])
-            self.log_alpha_prime.copy_(state["log_alpha_prime"])
-        self.step = int(state["step"])
-
-    _parts = ("actor", "critic", "critic_target", "actor_opt", "critic_opt", "alpha_opt", "alpha_prime_opt")
+        load_state(self, state)

@@ -12,6 +12,7 @@ import os
 import torch
 
 from . import nets
+from .agent import check_agent, declared
 from .config import UserError, at_least, did_you_mean
 # --------------------------------------------------------------------------------------------------------------
 # Devices and threads
@@ -178,7 +179,8 @@ COMPILE_MODES = ("default", "reduce-overhead", "max-autotune")
 
 
 def compile_agent(agent, backend: str = "inductor", mode: str | None = None) -> list[str]:
-    """Compile every network of ``agent`` in place with ``torch.compile`` (``nn.Module.compile``); returns their names.
+    """Compile every network ``agent`` declares (:mod:`minirl.agent`) in place with ``torch.compile``
+    (``nn.Module.compile``); returns their names.
 
     In place, so parameter names, checkpoints and optimisers are unchanged. The fallback: if a graph fails to
     compile, torch runs that piece eagerly instead of stopping (``torch._dynamo.config.suppress_errors``), with a
@@ -195,13 +197,12 @@ def compile_agent(agent, backend: str = "inductor", mode: str | None = None) -> 
     if mode is not None and backend != "inductor":
         raise ValueError(f"a compile mode ({mode!r}) needs the inductor backend, got backend={backend!r}")
     torch._dynamo.config.suppress_errors = True
-    names = []
-    for name, value in getattr(agent, "__dict__", {}).items():
-        if isinstance(value, torch.nn.Module):
-            value.compile(backend=backend, **({"mode": mode} if mode is not None else {}))
-            names.append(name)
+    names = list(declared(agent, "modules"))
+    for module in declared(agent, "modules").values():
+        module.compile(backend=backend, **({"mode": mode} if mode is not None else {}))
     if not names:
-        raise ValueError(f"{type(agent).__name__} has no torch.nn.Module attributes to compile")
+        raise ValueError(f"{type(agent).__name__} declares no torch.nn.Module attributes to compile (modules = "
+                         f"(...), minirl.agent)")
     return names
 
 
@@ -224,48 +225,33 @@ def check_capture(device: str) -> None:
         raise UserError(f"--capture replays each training step as a CUDA graph: it needs --device cuda, not {device}")
 
 
-def _holdings(obj, seen: set | None = None, depth: int = 0) -> list:
-    """The tensors, networks and optimisers an agent holds: its attributes, and those held in dicts, lists and plain
-    objects, a few levels down."""
-    seen = set() if seen is None else seen
-    if id(obj) in seen or depth > 4 or isinstance(obj, type):
-        return []
-    seen.add(id(obj))
-    if isinstance(obj, (torch.Tensor, torch.nn.Module, torch.optim.Optimizer)):
-        return [obj]
-    items = (list(obj.values()) if isinstance(obj, dict) else list(obj) if isinstance(obj, (list, tuple))
-             else list(vars(obj).values()) if hasattr(obj, "__dict__") else [])
-    return [held for item in items for held in _holdings(item, seen, depth + 1)]
-
-
 def _state_tensors(agent) -> list[torch.Tensor]:
-    """Every tensor ``agent`` holds: its networks' parameters and buffers, its optimisers' state, bare tensors."""
-    tensors = []
-    for held in _holdings(agent):
-        if isinstance(held, torch.nn.Module):
-            tensors += [t for t in held.state_dict(keep_vars=True).values() if isinstance(t, torch.Tensor)]
-        elif isinstance(held, torch.optim.Optimizer):
-            tensors += [t for state in held.state.values() for t in state.values() if isinstance(t, torch.Tensor)]
-        else:
-            tensors.append(held)
-    return tensors
+    """Every tensor ``agent`` declares (:mod:`minirl.agent`): its modules' parameters and buffers, its optimisers'
+    state, its tensors."""
+    tensors = [t for module in declared(agent, "modules").values()
+               for t in module.state_dict(keep_vars=True).values() if isinstance(t, torch.Tensor)]
+    tensors += [t for opt in _optimizers(agent) for state in opt.state.values() for t in state.values()
+                if isinstance(t, torch.Tensor)]
+    return tensors + list(declared(agent, "tensors").values())
 
 
 def _optimizers(agent) -> list[torch.optim.Optimizer]:
-    return [held for held in _holdings(agent) if isinstance(held, torch.optim.Optimizer)]
+    return list(declared(agent, "optimizers").values())
 
 
 class CapturedStep:
     """``step()`` (sampling a batch on the GPU and updating ``agent``) recorded once as a CUDA graph; each call
     replays the whole step as one launch instead of one launch per operation.
 
-    The update itself is the agent's own ``update()``, unchanged; what makes it capturable:
+    The update itself is the agent's own ``update()``, unchanged; the agent's pieces are those it declares
+    (:mod:`minirl.agent`: its modules, optimisers, tensors and counters, checked by ``check_agent``). What makes it
+    capturable:
 
     * every optimiser of the agent gets ``capturable=True`` (its step count on the GPU);
     * the step is run ``warmup`` times on a side stream before the capture (CUDA's rule: lazy state such as Adam's
-      moments is allocated there), then the agent is put back as it was: every tensor it held is restored, the
+      moments is allocated there), then the agent is put back as it was: every tensor it holds is restored, the
       tensors the warm-up created (Adam's moments and step counts) are zeroed, which is a fresh optimiser's state,
-      the agent's integer counters (``agent.step``) are restored, and so is the GPU's random generator. So the first
+      the agent's counters (``agent.step``) are restored, and so is the GPU's random generator. So the first
       replay is the first update, and replays draw the same random numbers as eager updates from the same seed;
     * a counter the update increments in Python is incremented after each replay (the replay runs no Python).
 
@@ -283,6 +269,7 @@ class CapturedStep:
     def __init__(self, step, agent, *, warmup: int = 3, context=None):
         if not torch.cuda.is_available():
             raise RuntimeError("CapturedStep needs a CUDA GPU (CUDA graphs)")
+        check_agent(agent)  # what is saved and restored around the warm-up: the pieces the agent declares
         problem = getattr(agent, "capture_problem", lambda: None)()
         if problem:
             raise ValueError(f"{type(agent).__name__}'s update cannot be replayed as a CUDA graph: {problem}")
@@ -292,7 +279,7 @@ class CapturedStep:
             for group in opt.param_groups:
                 group["capturable"] = True
         before = {id(t): (t, t.detach().clone()) for t in _state_tensors(agent)}
-        counters0 = {k: v for k, v in vars(agent).items() if isinstance(v, int) and not isinstance(v, bool)}
+        counters0 = declared(agent, "counters")
         rng = torch.cuda.get_rng_state()
         side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())
@@ -319,7 +306,7 @@ class CapturedStep:
         except Exception:
             torch.cuda.set_rng_state(rng)  # a failed capture must not leave the generator mid-capture
             raise
-        # the integer attributes that one update advanced by one: counters to keep in step with the replays
+        # the declared counters that one update advanced by one: to keep in step with the replays
         self.counters = [k for k in counters0 if getattr(agent, k) == counters1[k] + 1 == counters0[k] + warmup + 1]
         with torch.no_grad():
             for t in _state_tensors(agent):

@@ -42,13 +42,14 @@ this one the plain squared error; for TD errors below 1 the Huber loss is half t
 from __future__ import annotations
 
 import copy
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
 import torch
 from torch.nn import functional as F
 
+from .agent import load_state, state_of
 from .config import AT_LEAST_ONE, LAYERS, NON_NEGATIVE, POSITIVE, check_fields, interval
 from .cql import discrete_cql_penalty
 from .nets import adam, mlp, soft_update
@@ -170,6 +171,7 @@ def _greedy(q: torch.Tensor, single: bool, mask: torch.Tensor | None = None) -> 
 
 class DiscreteBCQ:
     """Discrete BCQ: Q-learning whose max runs over the actions the behaviour head allows."""
+    modules, optimizers, tensors, counters = ("q", "imitation", "q_target"), ("opt",), (), ("step",)  # minirl.agent
 
     def __init__(self, obs_dim: int, n_actions: int, config: DiscreteBCQConfig | None = None, device: str = "cpu"):
         self.cfg = cfg = config or DiscreteBCQConfig()
@@ -179,7 +181,7 @@ class DiscreteBCQ:
         self.imitation = mlp(obs_dim, n, cfg.hidden).to(self.device)    # logits of G_omega(. | s)
         self.q_target = copy.deepcopy(self.q).requires_grad_(False)      # Q_theta'
         self.opt = adam([*self.q.parameters(), *self.imitation.parameters()], cfg.lr)
-        self.steps = 0
+        self.step = 0  # updates done so far (agent.steps in the exercises: the same count)
 
     def update(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         obs, next_obs = batch["obs"], batch["next_obs"]
@@ -194,8 +196,8 @@ class DiscreteBCQ:
         self.opt.zero_grad(set_to_none=True)
         (q_loss + i_loss).backward()
         self.opt.step()
-        self.steps += 1
-        if self.steps % self.cfg.target_update_every == 0:
+        self.step += 1
+        if self.step % self.cfg.target_update_every == 0:
             soft_update(self.q_target, self.q, self.cfg.target_tau)
         return {"q_loss": q_loss.detach(), "imitation_loss": i_loss.detach(), "q_mean": q.detach().mean()}
 
@@ -216,18 +218,19 @@ class DiscreteBCQ:
         o, single = _observations(obs, self.device)
         return _greedy(self.q(o), single, self.allowed(o))
 
+    steps = property(lambda self: self.step, lambda self, n: setattr(self, "step", n))  # step, as the exercises say
+
     def state_dict(self) -> dict:
-        return {"config": asdict(self.cfg), "q": self.q.state_dict(), "imitation": self.imitation.state_dict(),
-                "q_target": self.q_target.state_dict(), "opt": self.opt.state_dict(), "steps": self.steps}
+        return state_of(self)  # the config, the step and every declared piece
 
     def load_state_dict(self, state: dict) -> None:
-        for k in ("q", "imitation", "q_target", "opt"):
-            getattr(self, k).load_state_dict(state[k])
-        self.steps = int(state["steps"])
+        load_state(self, state)
+        self.step = int(state.get("step", state.get("steps", self.step)))  # "steps": a file written before "step"
 
 
 class DiscreteCQL:
     """Q-learning on a finite action set with the CQL(H) penalty (``cql_alpha = 0``: (double) DQN)."""
+    modules, optimizers, tensors, counters = ("q", "q_target"), ("opt",), (), ("step",)  # its pieces (minirl.agent)
 
     def __init__(self, obs_dim: int, n_actions: int, config: DiscreteCQLConfig | None = None, device: str = "cpu"):
         self.cfg = cfg = config or DiscreteCQLConfig()
@@ -284,10 +287,7 @@ class DiscreteCQL:
         return _greedy(self.q(o), single)
 
     def state_dict(self) -> dict:
-        return {"config": asdict(self.cfg), "step": self.step, "q": self.q.state_dict(),
-                "q_target": self.q_target.state_dict(), "opt": self.opt.state_dict()}
+        return state_of(self)  # the config, the step and every declared piece
 
     def load_state_dict(self, state: dict) -> None:
-        for k in ("q", "q_target", "opt"):
-            getattr(self, k).load_state_dict(state[k])
-        self.step = int(state["step"])
+        load_state(self, state)

@@ -142,8 +142,9 @@ class _FunctionPolicy:
 
 
 def has_value_estimate(agent) -> bool:
-    """Whether ``agent`` has a continuous-action critic ensemble ``agent.critic(obs, act) -> (n, B)`` and a discount."""
-    return hasattr(agent, "critic") and hasattr(getattr(agent, "cfg", None), "gamma")
+    """Whether ``agent`` declares a continuous-action critic ensemble ``critic(obs, act) -> (n, B)`` among its modules
+    (:mod:`minirl.agent`) and has a discount, ``cfg.gamma``."""
+    return "critic" in getattr(agent, "modules", ()) and hasattr(getattr(agent, "cfg", None), "gamma")
 
 
 @single_thread()
@@ -161,8 +162,8 @@ def value_check(agent, env_id: str, episodes: int = 10, seed: int = 0,
     a conservative critic (CQL) as ``q_start`` below it.
     """
     if not has_value_estimate(agent):
-        raise TypeError(f"{type(agent).__name__} has no critic to check: value_check needs agent.critic(obs, act) "
-                        f"and agent.cfg.gamma")
+        raise TypeError(f"{type(agent).__name__} has no critic to check: value_check needs agent.critic(obs, act), "
+                        f"declared in its modules, and agent.cfg.gamma")
     gamma = float(agent.cfg.gamma)
     ep = run_episodes(agent, env_id, episodes, seed, state_normalizer, gamma)
     dev = next(agent.critic.parameters()).device

@@ -55,12 +55,13 @@ from __future__ import annotations
 
 import copy
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
 import torch
 
+from .agent import load_state, state_of
 from .config import AT_LEAST_ONE, LAYERS, NON_NEGATIVE, POSITIVE, UserError, check_fields, interval
 from .nets import (CriticEnsemble, DeterministicActor, GaussianActor, adam, batch_mean, mlp, scheduled_lr, set_lr,
                    soft_update)
@@ -179,6 +180,8 @@ def cosine_lr(step, max_steps: int, lr: float):
 
 class IQL:
     seed_axis = True  # its update runs on K seeds stacked (minirl.seeds): the losses broadcast over a leading axis
+    modules = ("actor", "critic", "critic_target", "value")  # its pieces by name (minirl.agent)
+    optimizers, tensors, counters = ("actor_opt", "critic_opt", "value_opt"), ("t",), ("step",)
 
     def __init__(self, obs_dim: int, act_dim: int, action_low=None, action_high=None,
                  config: IQLConfig | None = None, device: str = "cpu"):
@@ -292,16 +295,9 @@ class IQL:
         return self.actor(o, deterministic).cpu().numpy()  # both actor kinds take (obs, deterministic)
 
     def state_dict(self) -> dict:
-        return {"config": asdict(self.cfg), "step": self.step,
-                "schedule_t": int(self.t),  # the actor's schedule: the updates plus any extract() steps
-                "actor": self.actor.state_dict(), "critic": self.critic.state_dict(),
-                "critic_target": self.critic_target.state_dict(), "value": self.value.state_dict(),
-                "actor_opt": self.actor_opt.state_dict(), "critic_opt": self.critic_opt.state_dict(),
-                "value_opt": self.value_opt.state_dict()}
+        return state_of(self)  # the config, step, t (the updates plus any extract() steps) and every declared piece
 
     def load_state_dict(self, state: dict) -> None:
-        for name in ("actor", "critic", "critic_target", "value", "actor_opt", "critic_opt", "value_opt"):
-            getattr(self, name).load_state_dict(state[name])
+        older = torch.tensor(float(state.get("schedule_t", state["step"])))  # a file older than t: schedule_t or step
+        load_state(self, {"t": older, **state})
         scheduled_lr(self.actor_opt)  # a saved learning rate comes back as a number
-        self.step = int(state["step"])
-        self.t.fill_(int(state.get("schedule_t", self.step)))  # a checkpoint older than schedule_t: t was step

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from .agent import load_state, state_of
 from .nets import CriticEnsemble, TanhGaussianActor, soft_update
 
 
@@ -46,6 +47,8 @@ class SACConfig:
 
 class SAC:
     """Soft actor-critic; ``update(batch)`` takes a dict of tensors ``obs, act, rew, next_obs, done``."""
+    modules, optimizers = ("actor", "critic", "critic_target"), ("actor_opt", "critic_opt", "alpha_opt")
+    tensors, counters = ("log_alpha",), ("step",)  # its pieces by name (minirl.agent)
 
     def __init__(self, obs_dim: int, act_dim: int, action_low, action_high, config: SACConfig | None = None,
                  device: str = "cpu"):
@@ -60,6 +63,7 @@ class SAC:
         self.actor_opt = torch.optim.Adam(self.actor.parameters(), lr=cfg.actor_lr)
         self.critic_opt = torch.optim.Adam(self.critic.parameters(), lr=cfg.critic_lr)
         self.alpha_opt = torch.optim.Adam([self.log_alpha], lr=cfg.alpha_lr)
+        self.step = 0  # updates done so far
 
     def update(self, b: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         alpha = self.log_alpha.exp().detach()
@@ -85,18 +89,14 @@ class SAC:
         alpha_loss.backward()
         self.alpha_opt.step()
         soft_update(self.critic_target, self.critic, self.cfg.tau)
+        self.step += 1
         return {"critic_loss": critic_loss.detach(), "actor_loss": actor_loss.detach(), "alpha": alpha}
 
     def state_dict(self) -> dict:
-        return {k: getattr(self, k).state_dict() for k in
-                ("actor", "critic", "critic_target", "actor_opt", "critic_opt", "alpha_opt")} | {
-            "log_alpha": self.log_alpha.detach().clone()}
+        return state_of(self)  # the config, the step and every declared piece
 
     def load_state_dict(self, state: dict) -> None:
-        for k in ("actor", "critic", "critic_target", "actor_opt", "critic_opt", "alpha_opt"):
-            getattr(self, k).load_state_dict(state[k])
-        with torch.no_grad():
-            self.log_alpha.copy_(state["log_alpha"])
+        load_state(self, state)
 
 
 class ReplayBuffer:

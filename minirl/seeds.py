@@ -29,7 +29,6 @@ stacked run is statistically, not exactly, the separate runs (the tests give bot
 """
 from __future__ import annotations
 
-import contextlib
 import copy
 from dataclasses import asdict
 from typing import Callable, Sequence
@@ -92,42 +91,6 @@ def member(agent, k: int) -> object:
 def stack_batches(batches: Sequence[dict]) -> dict:
     """``K`` batches (dicts of tensors with the same keys and shapes) as one, each tensor ``(K, ...)``."""
     return {key: torch.stack([b[key] for b in batches]) for key in batches[0]}
-
-
-@contextlib.contextmanager
-def same_noise():
-    """Inside the block, the random draws an update makes without a generator (``torch.rand``, ``torch.randn``,
-    ``torch.randn_like``, a ``Normal``'s ``rsample``) are a fixed pattern of the draw's last two indices, the same for
-    every seed: a stack's draw ``(K, ...)`` then holds, for each seed, the numbers that seed's own agent draws. It is
-    for checking a stack against separate agents (CQL's and BCQ's updates sample actions and latents), never for
-    training. Draws with an explicit ``generator=`` (batches) are left alone."""
-    from torch.distributions import normal
-
-    def pattern(shape, scale=1.0, shift=0.0):
-        shape = tuple(shape)
-        i = torch.arange(shape[-2] if len(shape) > 1 else 1, dtype=torch.float32).unsqueeze(-1)
-        j = torch.arange(shape[-1], dtype=torch.float32)
-        values = torch.sin(12.9898 * i + 78.233 * j + 0.5) * scale + shift
-        return (values if len(shape) > 1 else values[0]).expand(shape).clone()
-
-    def sizes(shape):
-        return shape[0] if len(shape) == 1 and not isinstance(shape[0], int) else shape
-
-    def on(device):
-        return lambda x: x.to(device) if device is not None else x
-
-    saved = torch.rand, torch.randn, torch.randn_like, normal._standard_normal
-    rand, randn = saved[0], saved[1]
-    torch.rand = lambda *shape, **kw: rand(*shape, **kw) if "generator" in kw else on(kw.get("device"))(
-        pattern(sizes(shape), 0.5, 0.5))
-    torch.randn = lambda *shape, **kw: randn(*shape, **kw) if "generator" in kw else on(kw.get("device"))(
-        pattern(sizes(shape)))
-    torch.randn_like = lambda x, **kw: pattern(x.shape).to(x.device, x.dtype)
-    normal._standard_normal = lambda shape, dtype=None, device=None: pattern(shape).to(device, dtype)
-    try:
-        yield
-    finally:
-        torch.rand, torch.randn, torch.randn_like, normal._standard_normal = saved
 
 
 def _settings(agent):

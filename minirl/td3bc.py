@@ -31,12 +31,13 @@ What this file changes:
 from __future__ import annotations
 
 import copy
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
 import torch
 
+from .agent import load_state, state_of
 from .config import AT_LEAST_ONE, LAYERS, NON_NEGATIVE, POSITIVE, check_fields, interval
 from .iql import critic_loss  # sum_i E (Q_i(s, a) - y)^2: the same regression in both papers
 from .nets import CriticEnsemble, DeterministicActor, adam, batch_mean, soft_update
@@ -94,6 +95,8 @@ def actor_loss(q_pi: torch.Tensor, pi: torch.Tensor, act: torch.Tensor, alpha: f
 
 class TD3BC:
     seed_axis = True  # its update runs on K seeds stacked (minirl.seeds): the losses broadcast over a leading axis
+    modules = ("actor", "actor_target", "critic", "critic_target")  # its pieces by name (minirl.agent)
+    optimizers, tensors, counters = ("actor_opt", "critic_opt"), (), ("step",)
 
     def __init__(self, obs_dim: int, act_dim: int, action_low=None, action_high=None,
                  config: TD3BCConfig | None = None, device: str = "cpu"):
@@ -151,12 +154,7 @@ class TD3BC:
         return self.actor(o).cpu().numpy()
 
     def state_dict(self) -> dict:
-        return {"config": asdict(self.cfg), "step": self.step, "actor": self.actor.state_dict(),
-                "actor_target": self.actor_target.state_dict(), "critic": self.critic.state_dict(),
-                "critic_target": self.critic_target.state_dict(), "actor_opt": self.actor_opt.state_dict(),
-                "critic_opt": self.critic_opt.state_dict()}
+        return state_of(self)  # the config, the step and every declared piece
 
     def load_state_dict(self, state: dict) -> None:
-        for name in ("actor", "actor_target", "critic", "critic_target", "actor_opt", "critic_opt"):
-            getattr(self, name).load_state_dict(state[name])
-        self.step = int(state["step"])
+        load_state(self, state)

@@ -24,6 +24,7 @@ from pathlib import Path
 import torch
 
 from . import versions
+from .agent import declared
 from .config import UserError, at_least
 from .data import OfflineDataset, RewardTransform, StateNormalizer, atomic_write
 from .devices import CapturedStep, check_capture, graph_context, update_context
@@ -584,9 +585,9 @@ def read_checkpoint(path: Path) -> dict:
 
 def load_agent_state(agent, state: dict, path: Path, keep_optimizer_settings: bool = False) -> None:
     """``agent.load_state_dict(state)`` with a one-line :class:`UserError` naming ``path`` when the networks do not
-    fit. ``keep_optimizer_settings``: the optimisers keep the learning rates (and other settings) they were built
-    with, taking only their moments and step counts from ``state``."""
-    optimizers = [v for v in vars(agent).values() if isinstance(v, torch.optim.Optimizer)]
+    fit. ``keep_optimizer_settings``: the optimisers the agent declares (:mod:`minirl.agent`) keep the learning
+    rates (and other settings) they were built with, taking only their moments and step counts from ``state``."""
+    optimizers = list(declared(agent, "optimizers").values())
     settings = [[{k: v for k, v in g.items() if k != "params"} for g in opt.param_groups] for opt in optimizers]
     try:
         agent.load_state_dict(state)

@@ -5,6 +5,7 @@ import json
 import pytest
 import torch
 
+import batched_seeds
 from minirl import seeds
 from minirl.bc import BC, BCConfig
 from minirl.bcq import BCQ, BCQConfig
@@ -42,9 +43,9 @@ AGENTS = {
 
 @pytest.fixture
 def same_noise():
-    """The updates' random draws made the same for every seed (:func:`minirl.seeds.same_noise`), so that separate
+    """The updates' random draws made the same for every seed (:func:`batched_seeds.same_noise`), so that separate
     agents and a stack consume the same noise, as they do the same batches."""
-    with seeds.same_noise():
+    with batched_seeds.same_noise():
         yield
 
 

@@ -9,7 +9,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from minirl import seeds
+from batched_seeds import same_noise
 from minirl.runs import build_agent, make_config
 from minirl.td3bc import TD3BC, TD3BCConfig, actor_loss, critic_target, smoothed_action
 
@@ -126,7 +126,7 @@ def test_update_equals_the_reference_codes_update():
     ref_critic_target = copy.deepcopy(ref_critic)
     ref_actor_opt = torch.optim.Adam(ref_actor.parameters(), lr=3e-4)
     ref_critic_opt = torch.optim.Adam(ref_critic.parameters(), lr=3e-4)
-    with seeds.same_noise():  # the same smoothing noise for both (torch.randn_like)
+    with same_noise():  # the same smoothing noise for both (torch.randn_like)
         for it in range(1, 7):
             b = random_batch(seed=it)
             agent.update(b)

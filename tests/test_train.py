@@ -251,6 +251,7 @@ def test_value_check_compares_the_critic_with_the_discounted_return():
             return torch.stack([base + 3.0, base + 5.0])
 
     class Agent:
+        modules = ("critic",)  # declared, as minirl.agent.Agent asks
         cfg = SimpleNamespace(gamma=0.9)
         critic = Critic()
 

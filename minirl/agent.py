@@ -1,0 +1,130 @@
+"""What an agent is: the one contract that the training loop, the seed stack, the CUDA-graph capture, checkpoints and
+evaluation rely on.
+
+An agent class declares its pieces by name, in four class attributes, beside its update:
+
+    class IQL:
+        modules = ("actor", "critic", "critic_target", "value")   # its networks (torch.nn.Module), targets included
+        optimizers = ("actor_opt", "critic_opt", "value_opt")    # its torch.optim.Optimizer objects
+        tensors = ("t",)                                         # tensors held directly (CQL's log-temperatures)
+        counters = ("step",)                                     # Python ints its update advances
+
+Nothing else of the agent is looked at. :mod:`minirl.seeds` stacks the declared modules' parameters, the declared
+trained tensors and the declared optimisers' moments (a tensor that takes no gradient, a count on the device, is
+shared); :class:`minirl.devices.CapturedStep` saves and restores exactly those, and keeps the declared counters in
+step with its replays; :func:`state_of` (what every agent's ``state_dict()`` returns, so what a checkpoint holds)
+is the declared pieces, the counters and the config; evaluation checks the critic where ``"critic"`` is a declared
+module. :func:`check_agent` compares the declarations with the agent (every declared name holds its kind; every
+trained parameter belongs to a declared module and is stepped by a declared optimiser; ``step`` is counted) and says
+what is missing, so that a forgotten declaration is an error, not a piece silently left out of checkpoints.
+
+Optional, read where present: ``cfg`` (the config dataclass), ``name`` (the progress bar's label), ``seed_axis = True``
+(the update runs on ``K`` seeds stacked, :mod:`minirl.seeds`) and ``capture_problem()`` (why a CUDA graph cannot
+replay the update, or None).
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, is_dataclass
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+import torch
+from torch import nn
+
+
+@runtime_checkable
+class Agent(Protocol):
+    """An offline RL agent as :func:`minirl.train.train` trains it (see the module's docstring)."""
+    modules: tuple[str, ...]      # attribute names of its networks (nn.Module), target networks included
+    optimizers: tuple[str, ...]   # attribute names of its optimisers
+    tensors: tuple[str, ...]      # attribute names of the tensors it holds outside its networks
+    counters: tuple[str, ...]     # attribute names of its integer counters, "step" (updates done) among them
+
+    def update(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """One gradient step on ``batch`` (``obs, act, rew, next_obs, done``); returns its logs."""
+
+    def act(self, obs: np.ndarray, deterministic: bool = True) -> np.ndarray:
+        """Actions for a batch of observations ``(B, obs_dim)``: ``(B, act_dim)``, or indices ``(B,)``."""
+
+    def state_dict(self) -> dict:
+        """Everything declared, the counters and the config (:func:`state_of`)."""
+
+    def load_state_dict(self, state: dict) -> None:
+        """The inverse of ``state_dict()`` (:func:`load_state`)."""
+
+
+KINDS = (("modules", nn.Module, "a torch.nn.Module"), ("optimizers", torch.optim.Optimizer, "a torch.optim.Optimizer"),
+         ("tensors", torch.Tensor, "a torch.Tensor"), ("counters", int, "an int"))
+
+
+def declares(agent) -> bool:
+    """Whether ``agent`` (an agent or its class) declares its pieces (the :class:`Agent` protocol)."""
+    return all(hasattr(agent, kind) for kind, _, _ in KINDS)
+
+
+def declared(agent, kind: str) -> dict:
+    """``{name: value}`` of the pieces of one kind (``"modules"``, ``"optimizers"``, ``"tensors"``, ``"counters"``)
+    that ``agent`` declares, in their declared order; empty for an object that declares none."""
+    return {name: getattr(agent, name) for name in getattr(agent, kind, ())}
+
+
+def check_agent(agent) -> None:
+    """A :class:`TypeError` naming what is missing unless ``agent`` follows :class:`Agent`: the four declarations
+    exist and each name holds its kind; ``step`` is a counter; every declared optimiser steps only parameters of
+    declared modules and tensors; every parameter that takes a gradient (a target network's take none) is stepped by
+    a declared optimiser; ``state_dict()`` holds every declared piece."""
+    cls = type(agent).__name__
+    missing = [kind for kind, _, _ in KINDS if not hasattr(agent, kind)]
+    if missing:
+        raise TypeError(f"{cls} does not declare its {', '.join(missing)}: an agent names its pieces in class "
+                        f"attributes (modules = ('actor', ...), optimizers, tensors, counters; minirl.agent.Agent)")
+    for kind, expected, label in KINDS:
+        for name in getattr(agent, kind):
+            value = getattr(agent, name, None)
+            if not isinstance(value, expected) or isinstance(value, bool):
+                held = "missing" if not hasattr(agent, name) else f"a {type(value).__name__}"
+                raise TypeError(f"{cls}.{kind} names {name!r}, which is {held}, not {label}")
+    if "step" not in agent.counters:
+        raise TypeError(f"{cls}.counters must include 'step', the updates done (checkpoints and stacks record it)")
+    trained = {id(p): (name, p) for name, module in declared(agent, "modules").items() for p in module.parameters()}
+    trained |= {id(t): (name, t) for name, t in declared(agent, "tensors").items()}
+    stepped = set()
+    for name, opt in declared(agent, "optimizers").items():
+        for p in (p for group in opt.param_groups for p in group["params"]):
+            if id(p) not in trained:
+                raise TypeError(f"{cls}.{name} steps a parameter of no declared module or tensor: add the network it "
+                                f"trains to {cls}.modules (or the tensor to {cls}.tensors)")
+            stepped.add(id(p))
+    for name, p in trained.values():
+        if p.requires_grad and id(p) not in stepped:
+            raise TypeError(f"{cls}.{name} takes a gradient but no declared optimiser steps it: add its optimiser to "
+                            f"{cls}.optimizers (or requires_grad_(False) it, as a target network)")
+    saved = agent.state_dict()
+    left_out = [name for kind, _, _ in KINDS for name in getattr(agent, kind) if name not in saved]
+    if left_out:
+        raise TypeError(f"{cls}.state_dict() leaves out {', '.join(left_out)}: a checkpoint would not hold them "
+                        f"(return minirl.agent.state_of(self))")
+
+
+def state_of(agent) -> dict:
+    """An agent's state from its declarations: its config (a dataclass, as a dict), its counters, the
+    ``state_dict()`` of every declared module and optimiser, and a copy of every declared tensor."""
+    cfg = getattr(agent, "cfg", None)
+    pieces = declared(agent, "modules") | declared(agent, "optimizers")
+    return {**({"config": asdict(cfg)} if is_dataclass(cfg) else {}),
+            **{name: int(value) for name, value in declared(agent, "counters").items()},
+            **{name: value.state_dict() for name, value in pieces.items()},
+            **{name: value.detach().clone() for name, value in declared(agent, "tensors").items()}}
+
+
+def load_state(agent, state: dict) -> None:
+    """Put ``state`` (from :func:`state_of`) back into ``agent``: modules, optimisers, tensors (in place) and
+    counters. A counter missing from ``state`` (a file written before the agent counted it) is left as it is."""
+    for name, value in (declared(agent, "modules") | declared(agent, "optimizers")).items():
+        value.load_state_dict(state[name])
+    with torch.no_grad():
+        for name, value in declared(agent, "tensors").items():
+            value.copy_(state[name])
+    for name in agent.counters:
+        if name in state:
+            setattr(agent, name, int(state[name]))
