@@ -36,6 +36,7 @@ from typing import Callable, Sequence
 import torch
 from torch import nn
 
+from .agent import check_agent, declared
 from .config import UserError
 
 
@@ -61,16 +62,16 @@ def stack(agents: Sequence) -> object:
         raise ValueError("stack needs at least one agent")
     first = agents[0]
     check_seed_axis(first)
+    check_agent(first)
     for other in agents[1:]:
         if type(other) is not type(first) or _settings(other) != _settings(first):
             raise ValueError("stack: the agents differ in class or settings; only seeds of one configuration stack")
-        if getattr(other, "step", None) != getattr(first, "step", None):
+        if declared(other, "counters") != declared(first, "counters"):
             raise ValueError("stack: the agents are at different steps")
-    for name, module in vars(first).items():
-        if isinstance(module, nn.Module):
-            for bname, buf in module.named_buffers():
-                if any(not torch.equal(buf, getattr(a, name).get_buffer(bname)) for a in agents[1:]):
-                    raise ValueError(f"stack: the agents' {name}.{bname} differ (one dataset's bounds for all seeds)")
+    for name, module in declared(first, "modules").items():
+        for bname, buf in module.named_buffers():
+            if any(not torch.equal(buf, getattr(a, name).get_buffer(bname)) for a in agents[1:]):
+                raise ValueError(f"stack: the agents' {name}.{bname} differ (one dataset's bounds for all seeds)")
     stacked = _rebuild(first, agents, torch.stack)
     stacked.members = len(agents)
     return stacked
@@ -104,9 +105,10 @@ def _set_parameter(module: nn.Module, name: str, value: nn.Parameter) -> None:
 
 
 def _rebuild(template, sources: list, combine: Callable):
-    """A copy of ``template`` whose every parameter (and bare trained tensor) is ``combine`` of the same one in each
-    of ``sources``, and whose optimisers are rebuilt over them with the same settings; an optimiser state tensor
-    shaped like its parameter (Adam's moments) is combined the same way, the step count is shared."""
+    """A copy of ``template`` whose every parameter of a declared module (and declared trained tensor,
+    :mod:`minirl.agent`) is ``combine`` of the same one in each of ``sources``, and whose declared optimisers are
+    rebuilt over them with the same settings; an optimiser state tensor shaped like its parameter (Adam's moments) is
+    combined the same way, the step count is shared."""
     new = copy.deepcopy(template)
     replaced: dict[int, nn.Parameter] = {}  # id(template's parameter) -> the new one
 
@@ -117,16 +119,14 @@ def _rebuild(template, sources: list, combine: Callable):
         replaced[id(p)] = q
         return q
 
-    for name, value in vars(template).items():
-        if isinstance(value, nn.Module):
-            for pname, p in value.named_parameters():
-                _set_parameter(getattr(new, name), pname,
-                               parameter(p, [getattr(s, name).get_parameter(pname) for s in sources]))
-        elif isinstance(value, torch.Tensor) and value.requires_grad and value.is_leaf:
+    for name, module in declared(template, "modules").items():
+        for pname, p in module.named_parameters():
+            _set_parameter(getattr(new, name), pname,
+                           parameter(p, [getattr(s, name).get_parameter(pname) for s in sources]))
+    for name, value in declared(template, "tensors").items():  # a tensor that takes no gradient (a count) is shared
+        if value.requires_grad and value.is_leaf:
             setattr(new, name, parameter(value, [getattr(s, name) for s in sources]))
-    for name, opt in vars(template).items():
-        if not isinstance(opt, torch.optim.Optimizer):
-            continue
+    for name, opt in declared(template, "optimizers").items():
         copied = getattr(new, name)  # its settings (a tensor learning rate included) are already copies
         groups = [{**{k: v for k, v in g.items() if k != "params"}, "params": [replaced[id(p)] for p in tg["params"]]}
                   for g, tg in zip(copied.param_groups, opt.param_groups)]
