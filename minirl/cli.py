@@ -10,10 +10,10 @@ import json
 import os
 import sys
 
-from .config import UserError, at_least, did_you_mean, field_docs
+from .config import UserError, at_least, did_you_mean, field_docs, read_settings_file
 from .devices import COMPILE_MODES, PRECISIONS, check_device
 from .evaluation import check_video, record_video
-from .runs import ALGORITHMS, check_algo, check_dataset, config_class, load_agent, parse_overrides, run
+from .runs import ALGORITHMS, check_algo, check_dataset, config_class, load_agent, make_config, parse_overrides, run
 def _parser_class():
     """argparse's parser, but a usage mistake raises :class:`UserError` (one line, exit status 2) instead of
     printing the usage block."""
@@ -38,7 +38,9 @@ def _train_epilog() -> str:
         names = f"(none: {e})"
     lines = [f"datasets: {names}",
              "  or minari:<id>, a Minari dataset stored locally (pip install 'minari>=0.5.4,<0.6'), e.g. "
-             "minari:mujoco/hopper/medium-v0", "", "config fields (--set NAME=VALUE; quote in zsh: --set 'hidden=[128,128]'):"]
+             "minari:mujoco/hopper/medium-v0", "",
+             "config fields (--set NAME=VALUE, quoted in zsh: --set 'hidden=[128,128]'; or NAME = VALUE lines in a "
+             "--config TOML file):"]
     seen = {}
     for algo, (_, _, config_name, *preset) in ALGORITHMS.items():
         cls = config_class(algo)
@@ -105,7 +107,10 @@ def build_parser(prog: str = "minirl"):
                    help="also write the logs as TensorBoard event files in --out (pip install -e '.[tensorboard]')")
     t.add_argument("--lagrange", action="store_true", help="CQL only: learn alpha' (same as --algo cql-lagrange)")
     t.add_argument("--set", nargs="+", action="extend", default=[], metavar="NAME=VALUE",
-                   help="config fields, parsed by their type (listed below); may be repeated")
+                   help="config fields, parsed by their type (listed below); may be repeated; over --config's")
+    t.add_argument("--config", default=None, metavar="FILE",
+                   help="a TOML file of config fields, one 'NAME = VALUE' a line (hidden = [256, 256], "
+                        "normalize_states = false, reward_scale = \"none\"); --set overrides it")
     e = sub.add_parser("evaluate", help="evaluate a trained run (and film one episode)")
     e.add_argument("run_dir", help="a run directory written by train (config.json + agent.pt)")
     e.add_argument("--episodes", type=int, default=10)
@@ -179,6 +184,8 @@ def _main(argv, prog) -> int:
         return _evaluate_command(a)
     check_algo(a.algo)
     overrides = parse_overrides(a.algo, a.set)
+    if a.config is not None:  # the file's fields, then --set over them
+        overrides = _config_file(a.algo, a.config) | overrides
     if a.lagrange:
         if config_class(a.algo).__name__ != "CQLConfig":
             raise UserError(f"--lagrange is for the CQL algorithms (--algo cql), not {a.algo}")
@@ -197,6 +204,17 @@ def _main(argv, prog) -> int:
         override=a.override, compile=a.compile, precision=a.precision, amp=a.amp, threads=a.threads,
         tensorboard=a.tensorboard, capture=a.capture)
     return 0
+
+
+def _config_file(algo: str, path: str) -> dict:
+    """``train --config FILE``: the file's config fields for ``algo``, each checked by its declared type and all of
+    them by the config's rules (a mistake names the file)."""
+    values = read_settings_file(config_class(algo), path)
+    try:
+        make_config(algo, values)
+    except UserError as e:
+        raise UserError(f"--config {path}: {e}") from None
+    return values
 
 
 def _dataset_command(a) -> int:

@@ -4,9 +4,10 @@ Every algorithm's config dataclass ends with ``__post_init__`` calling :func:`ch
 declared type (``float``, ``int``, ``bool``, ``tuple[int, ...]``, ``Literal[...]``, ``... | None``; a list becomes a
 tuple) and then pass its rule, e.g. ``gamma=interval("[0, 1)")``. The command line reads ``--set NAME=VALUE`` with
 :func:`parse_field`, by the same declared types, so ``normalize_states=False`` is ``False`` and ``reward_scale=None``
-is ``None``. Every mistake raises :class:`UserError`, which ``python -m minirl`` prints on one line before exiting
-with status 2; :func:`at_least` and :func:`check_writable` are the checks of a count and of an output folder that the
-run planner, the evaluation and the command line share.
+is ``None``; ``--config FILE`` reads the same fields from a TOML file (:func:`read_settings_file`). Every mistake
+raises :class:`UserError`, which ``python -m minirl`` prints on one line before exiting with status 2;
+:func:`at_least` and :func:`check_writable` are the checks of a count and of an output folder that the run planner,
+the evaluation and the command line share.
 """
 from __future__ import annotations
 
@@ -212,6 +213,56 @@ def parse_field(cls, name: str, text: str):
         return parse_value(hints[name], text)
     except ValueError as e:
         raise UserError(f"--set {name}={text}: {cls.__name__}.{name} {e}") from None
+
+
+def file_value(tp, value):
+    """A value read from a settings file (TOML's values are typed already) as type ``tp``: the same values as
+    :func:`parse_value` takes written as text, but typed (``hidden = [256, 256]``, ``normalize_states = false``; the
+    text ``"none"`` for None, which TOML cannot write); raises ``ValueError`` saying what was expected."""
+    declared = tp
+    tp, optional = _optional(tp)
+    if optional and isinstance(value, str) and value.strip().lower() in ("none", "null"):
+        return None
+    if _origin(tp) is tuple and isinstance(value, list):
+        value = tuple(value)
+    if tp is float and isinstance(value, int) and not _is_bool(value):
+        value = float(value)
+    if value is not None and _has_type(value, tp):
+        return value
+    near = did_you_mean(value, typing.get_args(tp)) if _origin(tp) is Literal and isinstance(value, str) else ""
+    shown = list(value) if isinstance(value, tuple) else value
+    raise ValueError(f"expected {describe(declared)}, got {shown!r}{near}")
+
+
+def read_settings_file(cls, path) -> dict:
+    """The fields of config class ``cls`` set in the TOML file ``path`` (``train --config FILE``): the fields
+    ``--set`` takes, each checked by its declared type (:func:`file_value`); a mistake is a :class:`UserError` that
+    names the file and the field."""
+    import sys
+    where = f"--config {path}"
+    if sys.version_info < (3, 11):
+        raise UserError(f"{where}: reading a TOML file needs Python 3.11 or later (tomllib); use --set on "
+                        f"{sys.version.split()[0]}")
+    import tomllib
+    try:
+        with open(path, "rb") as f:
+            table = tomllib.load(f)
+    except FileNotFoundError:
+        raise UserError(f"{where}: no such file") from None
+    except IsADirectoryError:
+        raise UserError(f"{where}: a directory, expected a TOML file") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
+        raise UserError(f"{where}: not a TOML file ({e})") from None
+    hints, out = field_types(cls), {}
+    for name, value in table.items():
+        if name not in hints:
+            raise UserError(f"{where}: {cls.__name__} has no field {name!r}{did_you_mean(name, hints)}; its fields: "
+                            f"{', '.join(hints)}")
+        try:
+            out[name] = file_value(hints[name], value)
+        except ValueError as e:
+            raise UserError(f"{where}: {name} = {value!r}: {cls.__name__}.{name} {e}") from None
+    return out
 
 
 def field_docs(cls) -> list[tuple[str, str, Any, str]]:
