@@ -93,6 +93,9 @@ def build_parser(prog: str = "minirl"):
     t.add_argument("--no-eval", action="store_true", help="no evaluation at all")
     t.add_argument("--checkpoint-every", type=int, default=None, help="steps between checkpoints (default: none; "
                    "Ctrl-C saves one anyway)")
+    t.add_argument("--log-every", type=int, default=None, metavar="N",
+                   help="steps between two training entries of log.jsonl, each the mean of its steps' losses "
+                        "(default 1000)")
     t.add_argument("--resume", action="store_true", help="continue from <out>/checkpoint.pt (same settings)")
     t.add_argument("--override", nargs="+", default=[], metavar="NAME",
                    help="with --resume: settings the resumed run may change (config fields, or dataset, "
@@ -200,7 +203,8 @@ def _main(argv, prog) -> int:
         out = None if a.out is None else [os.path.join(a.out, f"s{s}") for s in a.seeds]
     run(a.algo, a.dataset, env=a.env, raw_returns=a.raw_returns, scale=a.scale, steps=a.steps, seed=seed, device=a.device, out=out,
         overrides=overrides, batch_size=a.batch_size, eval_every=a.eval_every, eval_episodes=a.eval_episodes,
-        evaluate=not a.no_eval, checkpoint_every=a.checkpoint_every, resume=a.resume, overwrite=a.overwrite,
+        evaluate=not a.no_eval, checkpoint_every=a.checkpoint_every, log_every=a.log_every, resume=a.resume,
+        overwrite=a.overwrite,
         override=a.override, compile=a.compile, precision=a.precision, amp=a.amp, threads=a.threads,
         tensorboard=a.tensorboard, capture=a.capture)
     return 0

@@ -28,7 +28,7 @@ from .devices import (COMPILE_MODES, check_capture, check_device, compile_agent,
                       resolve_precision)
 from .evaluation import evaluate, make_task_env
 from .seeds import check_seed_axis
-from .train import hold_run_folder, load_agent_state, prepare_dataset, read_checkpoint, train
+from .train import LOG_EVERY, hold_run_folder, load_agent_state, prepare_dataset, read_checkpoint, train
 # --------------------------------------------------------------------------------------------------------------
 # Scales
 # --------------------------------------------------------------------------------------------------------------
@@ -234,6 +234,7 @@ class RunPlan:
     eval_every: int | None         # None: no evaluation
     eval_episodes: int
     checkpoint_every: int | None
+    log_every: int                 # steps between two training entries of log.jsonl
     resume: bool
     overwrite: bool
     precision: str                 # resolved: "float32" or "bf16"
@@ -247,7 +248,8 @@ class RunPlan:
         """What ``config.json``, the checkpoints and ``agent.pt`` record about the run."""
         return {"algo": self.algo, "dataset": self.dataset, "transitions": self.transitions, "scale": self.scale.name,
                 "steps": self.steps, "seed": self.seed, "device": self.device, "batch_size": self.batch_size,
-                "eval_every": self.eval_every, "eval_episodes": self.eval_episodes, "precision": self.precision,
+                "eval_every": self.eval_every, "eval_episodes": self.eval_episodes, "log_every": self.log_every,
+                "precision": self.precision,
                 "precision_requested": self.requested_precision,
                 "threads": self.threads or torch.get_num_threads(), "compile": self.compile, "capture": self.capture,
                 "adam": "fused" if nets._FUSED_ADAM else "plain",  # nets.adam (plain before commit 724dda5)
@@ -260,10 +262,12 @@ def plan_run(algo: str, dataset: str, *, scale: str | None = None, steps: int | 
              evaluate: bool = True, checkpoint_every: int | None = None, resume: bool = False,
              overwrite: bool = False, override: tuple | list = (), compile: bool | str = False,
              precision: str | None = None, amp: bool = False, threads: int | None = None,
-             capture: bool = False, env: str | None = None, raw_returns: bool = False) -> RunPlan:
+             capture: bool = False, env: str | None = None, raw_returns: bool = False,
+             log_every: int | None = None) -> RunPlan:
     """Check every setting of a run, and the output directory and checkpoint it would use, without making any
     data; :class:`UserError` names the first wrong one. ``None`` takes the scale's value; ``evaluate=False`` switches
-    evaluation off (``eval_every=0`` is an error, not "off").
+    evaluation off (``eval_every=0`` is an error, not "off"). ``log_every``: steps between two training entries of
+    the run's ``log.jsonl`` (default 1,000).
 
     ``dataset`` a file of your own (``.npz`` or D4RL ``.hdf5``, :func:`load_data_file`): ``env`` names the
     gymnasium environment to evaluate in (its action bounds are the data's when the file has none), and returns stay
@@ -299,6 +303,7 @@ def plan_run(algo: str, dataset: str, *, scale: str | None = None, steps: int | 
     eval_episodes = sc.eval_episodes if eval_episodes is None else at_least("--eval-episodes", eval_episodes, 1)
     if checkpoint_every is not None:
         at_least("--checkpoint-every", checkpoint_every, 1)
+    log_every = LOG_EVERY if log_every is None else at_least("--log-every", log_every, 1)
     if threads is not None:
         at_least("--threads", threads, 1)
     check_device(device)
@@ -318,7 +323,8 @@ def plan_run(algo: str, dataset: str, *, scale: str | None = None, steps: int | 
                    config=make_config(algo, overrides),
                    transitions=min(sc.dataset_size, size) if sc.dataset_size else size, env_id=env_id,
                    task=task_name, batch_size=batch_size, eval_every=eval_every if evaluate else None,
-                   eval_episodes=eval_episodes, checkpoint_every=checkpoint_every, resume=resume, overwrite=overwrite,
+                   eval_episodes=eval_episodes, checkpoint_every=checkpoint_every, log_every=log_every, resume=resume,
+                   overwrite=overwrite,
                    precision=resolved, requested_precision=requested, threads=threads, compile=compile,
                    capture=capture, file_data=file_data)
     if getattr(plan.config, "goal_pieces", "off") != "off":
@@ -489,7 +495,8 @@ def run(algo: str, dataset: str, *, scale: str | None = None, steps: int | None 
         evaluate: bool = True, checkpoint_every: int | None = None, resume: bool = False, overwrite: bool = False,
         override: tuple | list = (), progress: bool = True, compile: bool | str = False,
         precision: str | None = None, amp: bool = False, threads: int | None = None,
-        tensorboard: bool = False, capture: bool = False, env: str | None = None, raw_returns: bool = False) -> dict:
+        tensorboard: bool = False, capture: bool = False, env: str | None = None, raw_returns: bool = False,
+        log_every: int | None = None) -> dict:
     """Train ``algo`` on the named ``dataset`` at a scale: what ``python -m minirl train`` does.
 
     First checks every setting (:func:`plan_run`), then loads (or makes) the dataset at the scale's size, builds the
@@ -526,7 +533,7 @@ def run(algo: str, dataset: str, *, scale: str | None = None, steps: int | None 
                       batch_size=batch_size, eval_every=eval_every, eval_episodes=eval_episodes, evaluate=evaluate,
                       checkpoint_every=checkpoint_every, resume=resume, overwrite=overwrite, override=override,
                       compile=compile, precision=precision, amp=amp, threads=threads, capture=capture, env=env,
-                      raw_returns=raw_returns)
+                      raw_returns=raw_returns, log_every=log_every)
              for s, o in zip(seed_list, out_list)]
     plan = plans[0]
     if group and len({p.out.resolve() for p in plans}) != len(plans):
@@ -610,6 +617,7 @@ def _run_held(plans: list, group: bool, seed_list: list, *, overrides, device, c
                       eval_env=plan.env_id, eval_every=plan.eval_every, eval_episodes=plan.eval_episodes,
                       task=plan.task, seed=seed_list if group else plan.seed, device=device,
                       out=[p.out for p in plans] if group else plan.out, checkpoint_every=plan.checkpoint_every,
+                      log_every=plan.log_every,
                       resume=plan.resume, state_normalizer=state_norm, reward_transform=reward_tf,
                       progress=progress, precision=plan.precision, meta=all_settings if group else settings,
                       tensorboard=tensorboard, capture=plan.capture)
