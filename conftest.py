@@ -28,3 +28,15 @@ def cli(capsys):
         out, err = capsys.readouterr()
         return code, out, err
     return run
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory):
+    return tmp_path_factory.mktemp("data")
+
+
+@pytest.fixture
+def cached(monkeypatch, data_dir):
+    """A dataset cache shared by a test module's training runs (test_cli.py, test_config_file.py), so that each
+    module makes its data once."""
+    monkeypatch.setenv("MINIRL_DATA", str(data_dir))

@@ -13,17 +13,6 @@ import torch
 SMALL = ["--scale", "smoke", "--set", "hidden=[16,16]"]
 
 
-@pytest.fixture(scope="module")
-def data_dir(tmp_path_factory):
-    return tmp_path_factory.mktemp("data")
-
-
-@pytest.fixture
-def cached(monkeypatch, data_dir):
-    """A shared dataset cache, so that each training test makes its data once."""
-    monkeypatch.setenv("MINIRL_DATA", str(data_dir))
-
-
 def train_args(out, *extra, algo="bc", steps=10, dataset="pendulum-random"):
     evaluation = [] if "--no-eval" in extra else ["--eval-episodes", 1]
     return ["train", "--algo", algo, "--dataset", dataset, *SMALL, "--steps", steps, "--out", out, *evaluation, *extra]

@@ -8,16 +8,6 @@ import pytest
 SMALL = ["--scale", "smoke", "--steps", 5, "--eval-episodes", 1]
 
 
-@pytest.fixture(scope="module")
-def data_dir(tmp_path_factory):
-    return tmp_path_factory.mktemp("data")
-
-
-@pytest.fixture
-def cached(monkeypatch, data_dir):
-    monkeypatch.setenv("MINIRL_DATA", str(data_dir))
-
-
 def settings_file(tmp_path, text: str, name: str = "iql.toml"):
     path = tmp_path / name
     path.write_text(text)
