@@ -32,8 +32,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .utils import make_env
 from .data import OfflineDataset
+from .utils import make_env
 
 GOOD_GAINS = np.array([0.1, 0.5, 10.0, 2.0])
 POOR_GAINS = np.array([0.0, 0.0, 1.0, 0.0])
