@@ -195,10 +195,11 @@ def test_saved_wrong_answers_fail(graded):
 def test_the_assignment_s_wrong_answers_fail_and_a_broken_update_trains_below_the_reference(graded):
     ben = rows_of(graded["results"], "ben", PROJECT)
     assert [ben[t].status for t in ("cql_update", "penalty_sweep")] == ["failed", "failed"]
+    # only the update wrong: the update fails; the sweep, run on the reference's update in a process of its own,
+    # is graded on its own (fair partial credit: the bug is charged once)
     oli = rows_of(graded["results"], "oli", PROJECT)
-    assert oli["cql_update"].status == "failed" and oli["penalty_sweep"].status == "failed"
-    assert "your update's run scored" in oli["penalty_sweep"].message
-    assert oli["penalty_sweep"].points == 0 and oli["penalty_sweep"].points_possible == 6
+    assert oli["cql_update"].status == "failed" and oli["cql_update"].points == 0
+    assert oli["penalty_sweep"].status == "passed" and oli["penalty_sweep"].points == 6
 
 
 def test_saved_untouched_copy_is_not_implemented(graded):
@@ -219,9 +220,10 @@ def test_cleared_and_tampered_notebooks_grade_as_the_saved_one(graded):
 def test_monkeypatched_checkers_are_restored_and_flagged(graded):
     fay = rows_of(graded["results"], "fay")
     assert fay["policy_transition"].status == "failed"
-    # the rebound check_evaluate_policy was undone: the real checker ran (and failed it: it calls the wrong
-    # policy_transition); a fake one would have printed the passing line and recorded no verdict
-    assert fay["evaluate_policy"].status == "failed" and fay["evaluate_policy"].checks_total == 5
+    # the rebound check_evaluate_policy was undone: the real checker ran its 5 checks (on the reference's
+    # policy_transition, in the task's own process); a fake one would have printed the passing line and recorded no
+    # verdict
+    assert fay["evaluate_policy"].status == "passed" and fay["evaluate_policy"].checks_total == 5
     assert fay["empirical_mdp"].status == fay["optimism_experiment"].status == "passed"
     assert "flagged for a look by hand" in fay["policy_transition"].message
 
@@ -243,10 +245,12 @@ def test_writing_outside_its_folder_is_blocked(graded):
 
 
 def test_a_process_that_dies_is_reported_and_the_rest_is_graded(graded):
+    """Each task runs in a process of its own (on the reference's earlier pieces): a death costs only its task."""
     kai = rows_of(graded["results"], "kai")
-    assert [kai[t].status for t in TASKS] == ["passed", "passed", "process died", "process died"]
-    assert "SIGABRT" in kai["empirical_mdp"].message and "while this task ran" in kai["empirical_mdp"].message
-    assert "not reached" in kai["optimism_experiment"].message
+    assert [kai[t].status for t in TASKS] == ["passed", "passed", "process died", "passed"]
+    # abort(): SIGABRT, or SIGSEGV where the task's process is process 1 of its PID namespace (it ignores the
+    # signals it sends itself, so abort() ends in a fault)
+    assert "the task's process died (signal SIG" in kai["empirical_mdp"].message
 
 
 def test_a_missing_task_and_an_extra_cell(graded):
@@ -305,8 +309,8 @@ def test_an_infinite_loop_costs_its_time_limit_and_the_class_is_graded(tmp_path)
     write(tmp_path, "hal", NB, filled(NB))
     results, _ = grader.grade_folder(tmp_path, time_limit=10, parallel=2)
     gus, hal = rows_of(results, "gus"), rows_of(results, "hal")
-    assert [gus[t].status for t in TASKS] == ["passed", "time limit", "time limit", "time limit"]
-    assert "time limit of 10 s while this task ran" in gus["evaluate_policy"].message
+    assert [gus[t].status for t in TASKS] == ["passed", "time limit", "passed", "passed"]  # a loop costs its task
+    assert "time limit of 10 s of CPU time" in gus["evaluate_policy"].message
     assert all(r.status == "passed" for r in hal.values())
 
 

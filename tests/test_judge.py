@@ -331,3 +331,113 @@ def test_without_the_stub_the_untraced_delegation_would_pass(task, capsys, monke
     grader.checker_of(task)(_delegations()[task])
     verdict = checks._VERDICTS[-1]
     assert verdict["passed"] == verdict["n"] > 0, capsys.readouterr().out
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# One process per task: the reference is disabled before any of the student's code runs, for good
+# ---------------------------------------------------------------------------------------------------------------
+# Each answer saves the reference's code (or finds it) at the top of its cell, before the check, then switches the
+# watch off and runs that code as a new function. With one process for the notebook and the stub swapped in only
+# while the answer was called, the first of these delegated and passed (the gap stop 68 left).
+_UNTRACE = "import sys, threading, types\n"
+SAVED_CODE = {
+    "the code object kept at the top of the cell": _UNTRACE + """
+import minirl.tabular as _tab
+_saved = _tab.evaluate_policy_exact.__code__
+def evaluate_policy(P, R, gamma, pi):
+    sys.settrace(None); threading.settrace(None)
+    m = _tab.FiniteMDP(P=P, R=R, gamma=gamma) if hasattr(_tab, "FiniteMDP") else types.SimpleNamespace(P=P, R=R, gamma=gamma)
+    return types.FunctionType(_saved, vars(_tab))(m, pi)
+""",
+    "a code object found by walking the garbage collector": _UNTRACE + """
+import gc
+import minirl.tabular as _tab
+_found = [o for o in gc.get_objects() if isinstance(o, types.FunctionType) and o.__name__ == "evaluate_policy_exact"]
+_codes = [f.__code__ for f in _found] + [o for o in gc.get_objects() if isinstance(o, types.CodeType)
+                                         and o.co_name == "evaluate_policy_exact"]
+def evaluate_policy(P, R, gamma, pi):
+    sys.settrace(None); threading.settrace(None)
+    m = types.SimpleNamespace(P=P, R=R, gamma=gamma, S=P.shape[0], A=P.shape[1])
+    for code in _codes:
+        try:
+            return types.FunctionType(code, vars(_tab))(m, pi)
+        except Exception:
+            pass
+    raise RuntimeError("no working copy")
+""",
+    "the module re-made from its source": _UNTRACE + """
+import importlib
+import minirl.tabular as _tab
+try:
+    _fresh = importlib.reload(_tab)
+except Exception:
+    _fresh = _tab
+def evaluate_policy(P, R, gamma, pi):
+    sys.settrace(None); threading.settrace(None)
+    return _fresh.evaluate_policy_exact(types.SimpleNamespace(P=P, R=R, gamma=gamma, S=P.shape[0], A=P.shape[1]), pi)
+""",
+}
+
+
+@pytest.fixture(scope="module")
+def delegated(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("class")
+    students = {}
+    for k, (name, answer) in enumerate(SAVED_CODE.items()):
+        students[name] = f"d{k:02d}"
+        write(folder, students[name], NB, filled(NB, replace={"evaluate_policy": answer}))
+    results, _ = grader.grade_folder(folder, parallel=2, time_limit=60)
+    return students, results
+
+
+@pytest.mark.parametrize("attack", list(SAVED_CODE))
+def test_a_reference_kept_or_found_before_the_check_cannot_run(delegated, attack):
+    students, results = delegated
+    row = rows_of(results, students[attack])["evaluate_policy"]
+    assert not row.passed and row.points == 0, (row.status, row.message)
+
+
+def test_one_bug_costs_only_its_own_task(tmp_path):
+    """A wrong policy_transition used by the student's own evaluate_policy: the later task is graded on the
+    reference's policy_transition, so the bug costs policy_transition alone (issue 71: fair partial credit)."""
+    answers = _answers(NB)
+    assert "policy_transition(" in answers["evaluate_policy"]  # the later task does build on the earlier one
+    write(tmp_path, "una", NB, filled(NB, replace={"policy_transition": WRONG}))
+    results, _ = grader.grade_folder(tmp_path, parallel=1, time_limit=60)
+    una = rows_of(results, "una")
+    assert [una[t].status for t in TASKS] == ["failed", "passed", "passed", "passed"], \
+        {t: (r.status, r.message) for t, r in una.items()}
+
+
+STRAGGLER = """
+import ctypes, os, time
+_libc = ctypes.CDLL(None)
+if _libc.fork() == 0:  # a process of its own, past the audit hook, left running when the task ends
+    time.sleep(3)
+    with open(os.path.join(os.getcwd(), "straggler.txt"), "w") as f:
+        f.write("still here")
+    os._exit(0)
+"""
+WAITS = """
+import os, time
+time.sleep(5)
+_own = evaluate_policy
+def evaluate_policy(*args):
+    if os.path.exists("straggler.txt"):
+        raise RuntimeError("a process an earlier task started is still running: " + open("straggler.txt").read())
+    return _own(*args)
+"""
+
+
+def test_what_a_task_starts_ends_with_it(tmp_path):
+    """A process the first task starts (by ctypes' fork, past the audit hook) would outlive it and could meddle with
+    the tasks after it; as process 1 of its PID namespace, the task's process takes it along when it ends."""
+    if grader.isolation() is not None:
+        pytest.skip(f"no PID namespaces without user namespaces: {grader.isolation()}")
+    answers = _answers(NB)
+    write(tmp_path, "vic", NB, filled(NB, replace={"policy_transition": answers["policy_transition"] + STRAGGLER,
+                                                    "evaluate_policy": answers["evaluate_policy"] + WAITS}))
+    results, _ = grader.grade_folder(tmp_path, parallel=1, time_limit=60)
+    vic = rows_of(results, "vic")
+    assert vic["policy_transition"].status == "passed"
+    assert vic["evaluate_policy"].status == "passed", vic["evaluate_policy"].message

@@ -71,6 +71,8 @@ _VERDICTS: list[dict] = []  # every report() appends its verdict here (the stude
 # ``judge``: the grader's own process (minirl.classroom.grader): the same checker runs again, but instead of calling
 #            the answer each check takes the next value the child recorded (:func:`decode`) and compares it with the
 #            reference computed here. Nothing the child prints, patches or exits with reaches this comparison.
+# ``discover``: the grading child, before a task's answer runs: the checker stops at its ``Checks(...)`` and says which
+#            references the task has (:func:`references_of`), so they can be disabled for the whole task's process.
 _MODE = "local"
 _PROBES: list[dict] = []          # probe: one entry per checker run, {"task", "results", "uses_reference"}
 _REPLAY: dict[str, list] = {}     # judge: task -> the child's recorded results, in order
@@ -270,6 +272,40 @@ class ReferenceWatch:
         return False
 
 
+class _Discovered(Exception):
+    def __init__(self, task: str, references: tuple):
+        super().__init__(task)
+        self.task, self.references = task, references
+
+
+def references_of(checker, task: str) -> tuple | None:
+    """The references a task's ``checker`` names in its ``Checks(task, reference=...)``, without running a check;
+    ``None`` if the checker could not get that far."""
+    global _MODE
+    previous, _MODE = _MODE, "discover"
+    try:
+        checker(lambda *a, **k: None)
+    except _Discovered as d:
+        return d.references if d.task == task else None
+    except Exception:  # noqa: BLE001 - a checker that needs more before its Checks: watched per call only
+        return None
+    finally:
+        _MODE = previous
+    return None
+
+
+def disable(references) -> list[str]:
+    """Swap each reference's code for the stub's, for good (the process that calls this is thrown away after one
+    task): no copy of the reference's code object is kept, so nothing run afterwards can save or call it. Returns the
+    names of the references that could not be disabled (a function with closure cells whose stub cannot be built)."""
+    kept = Unavailable(references)
+    for function, _, stub in kept.functions:
+        function.__code__ = stub
+    named = {id(f) for f, _, _ in kept.functions}
+    kept.functions.clear()
+    return [_reference_name(getattr(r, "__func__", r)) for r in references if id(getattr(r, "__func__", r)) not in named]
+
+
 class Unavailable:
     """``with Unavailable(references):`` the references cannot run: each one's code is swapped for code that raises
     ``ReferenceError("minirl grader: ...")`` (so every alias, import, bound method, ``super()`` call or copy of the function
@@ -345,6 +381,8 @@ class Checks:
     def __init__(self, task: str, *, reference):
         self.task, self.n, self.passed, self.not_implemented = task, 0, 0, None
         references = () if reference is None else reference if isinstance(reference, (tuple, list)) else (reference,)
+        if _MODE == "discover":
+            raise _Discovered(task, tuple(references))
         self.watch = ReferenceWatch(references) if references and _MODE != "judge" else None
         self.unavailable = Unavailable(references) if references and _MODE != "judge" else None
         if self.unavailable is not None:  # a call of a stub (say, in a thread the answer starts) is a use too
@@ -464,14 +502,17 @@ def check_policy_transition(fn) -> None:
     c = Checks("policy_transition", reference=tab.policy_transition)
     P, _ = _two_state_mdp()
     always_switch = np.array([[0.0, 1.0], [0.0, 1.0]])
-    c.compare("two-state MDP, pi = always switch", lambda: fn(P, always_switch), tab.policy_transition(P, always_switch))
-    c.compare("two-state MDP, uniform pi", lambda: fn(P, np.full((2, 2), 0.5)), tab.policy_transition(P, np.full((2, 2), 0.5)))
+    c.compare("two-state MDP, pi = always switch", lambda: fn(P, always_switch),
+              Ref(lambda: tab.policy_transition(P, always_switch)))
+    c.compare("two-state MDP, uniform pi", lambda: fn(P, np.full((2, 2), 0.5)),
+              Ref(lambda: tab.policy_transition(P, np.full((2, 2), 0.5))))
     one = np.ones((1, 1, 1))
     c.compare("one state, one action", lambda: fn(one, np.ones((1, 1))), np.ones((1, 1)))
     for seed, (S, A) in [(0, (4, 3)), (1, (6, 2))]:
         m = tab.random_mdp(S, A, seed=fresh(seed))
         pi = _random_policy(S, A, seed + 100)
-        c.compare(f"random MDP S={S} A={A} seed={seed}, random pi", lambda: fn(m.P, pi), tab.policy_transition(m.P, pi))
+        c.compare(f"random MDP S={S} A={A} seed={seed}, random pi", lambda: fn(m.P, pi),
+                  Ref(lambda m=m, pi=pi: tab.policy_transition(m.P, pi)))
     return c.report()
 
 
@@ -489,7 +530,7 @@ def check_evaluate_policy(fn) -> None:
         m = tab.random_mdp(S, A, gamma=gamma, seed=fresh(seed))
         pi = _random_policy(S, A, seed + 100)
         c.compare(f"random MDP S={S} A={A} gamma={gamma} seed={seed}", lambda: fn(m.P, m.R, gamma, pi),
-                  tab.evaluate_policy_exact(m, pi), atol=1e-5)
+                  Ref(lambda m=m, pi=pi: tab.evaluate_policy_exact(m, pi)), atol=1e-5)
     return c.report()
 
 
@@ -505,9 +546,8 @@ def check_empirical_mdp(fn) -> None:
         return m.P, m.R, counts
 
     def compare_all(description, args):
-        want = reference(*args)
         for k, name in enumerate(("T_hat", "r_hat", "counts")):
-            c.compare(f"{description}: {name}", lambda k=k: _pick(fn(*args), k, 3), want[k])
+            c.compare(f"{description}: {name}", lambda k=k: _pick(fn(*args), k, 3), Ref(lambda k=k: reference(*args)[k]))
 
     compare_all("s=[0, 0, 1], a=[1, 1, 0], r=[1, 3, 2], s_next=[1, 0, 1], S=2, A=2 (pair (0,0) and (1,1) unseen)",
                 ([0, 0, 1], [1, 1, 0], [1.0, 3.0, 2.0], [1, 0, 1], 2, 2))
@@ -542,11 +582,11 @@ def optimism_experiment(unseen_reward: float = 1.0, n_transitions: int = 300, se
 
 def check_optimism_experiment(fn) -> None:
     """Task: ``fn()`` returns the pair ``(J_hat, J_true)`` of the optimism experiment (:func:`optimism_experiment`)."""
-    want = optimism_experiment()
     c = Checks("optimism_experiment", reference=optimism_experiment)
-    c.compare("J_hat: the return the empirical MDP promises", lambda: _pick(fn(), 0, 2), want["J_hat"], atol=1e-4)
-    c.compare("J_true: the greedy policy's return in the true MDP", lambda: _pick(fn(), 1, 2), want["J_true"],
-              atol=1e-4)
+    c.compare("J_hat: the return the empirical MDP promises", lambda: _pick(fn(), 0, 2),
+              Ref(lambda: optimism_experiment()["J_hat"]), atol=1e-4)
+    c.compare("J_true: the greedy policy's return in the true MDP", lambda: _pick(fn(), 1, 2),
+              Ref(lambda: optimism_experiment()["J_true"]), atol=1e-4)
     return c.report()
 
 
@@ -643,7 +683,7 @@ def check_awr_weights(fn) -> None:
 def check_expectile_experiment(fn) -> None:
     """Task: ``fn()`` returns the 0.9-expectile of the values [0, 1, 5] with probabilities [0.5, 0.3, 0.2]."""
     from ..tabular import expectile
-    want = float(expectile(np.array([0.0, 1.0, 5.0]), np.array([0.5, 0.3, 0.2]), 0.9))
+    want = Ref(lambda: float(expectile(np.array([0.0, 1.0, 5.0]), np.array([0.5, 0.3, 0.2]), 0.9)))
     c = Checks("expectile_experiment", reference=expectile)
     c.compare("the 0.9-expectile, within 1e-3", lambda: float(fn()), want, atol=1e-3)
     c.report()
@@ -694,7 +734,8 @@ def check_lagrange_loss(fn) -> None:
             log_a = _t(0.3, requires_grad=True)
             out = f(log_a, _t([penalty]), gap, 1.0)
             return torch.autograd.grad(out, log_a)[0]
-        c.compare(f"{description} (gradient on log alpha')", lambda g=grad_of: g(fn), grad_of(lagrange_loss))
+        c.compare(f"{description} (gradient on log alpha')", lambda g=grad_of: g(fn),
+                  Ref(lambda g=grad_of: g(lagrange_loss)))
     _check_detached(c, fn, (_t(0.0, requires_grad=True), _t([4.0, 6.0], requires_grad=True), 5.0, 1.0), 1,
                     "penalty", "penalty requires grad (it belongs to the critic's graph): the loss must not reach it")
     c.report()

@@ -238,6 +238,8 @@ class Job:
     details: dict | None = None  # step -> the judge's output (the self-check prints the failed checks)
     judged: dict | None = None   # step -> the verdict computed here (judge)
     time_limit: float = DEFAULT_TIME_LIMIT  # seconds: the grader's --time-limit, else the notebook's own
+    wall_limit: float = 0.0     # seconds on the clock for the whole child (one process: time_limit; a chain: more)
+    writer: int = 0             # the process that sends the chain the reference's answers
 
 
 def time_limit_of(spec: dict, time_limit: float | None) -> float:
@@ -264,14 +266,21 @@ def _start(job: Job, forbidden: list[str], use_fork: bool, hidden: list[str] | N
     os.mkdir(work)
     result = os.path.join(job.tmp, "result.jsonl")
     job.started = time.monotonic()
+    n_tasks = sum(1 for s in job.steps if s["kind"] == "answer")
+    job.wall_limit = time_limit * (sandbox.TASK_WALL_FACTOR * n_tasks + 1) if use_fork else time_limit
     if use_fork:
         sys.stdout.flush()
         sys.stderr.flush()
+        ref_r, ref_w = os.pipe()
+        with contextlib.suppress(OSError, AttributeError):
+            import fcntl
+            fcntl.fcntl(ref_w, fcntl.F_SETPIPE_SZ, 1 << 20)
         pid = os.fork()
-        if pid == 0:  # the child
+        if pid == 0:  # the child: the chain of the reference's cells, each task in a process of its own
             code = 0
             try:
-                sandbox.run_child(job.steps, work, result, forbidden, time_limit, hidden, root)
+                os.close(ref_w)
+                sandbox.run_child(job.steps, work, result, forbidden, time_limit, hidden, root, ref_r)
             except BaseException:  # noqa: BLE001 - a grader bug: leave a trace, never return into the parent's code
                 code = 70
                 with contextlib.suppress(Exception):
@@ -280,7 +289,8 @@ def _start(job: Job, forbidden: list[str], use_fork: bool, hidden: list[str] | N
                         traceback.print_exc(file=f)
             finally:
                 os._exit(code)
-        job.pid = pid
+        os.close(ref_r)
+        job.pid, job.writer = pid, _send_reference_answers(job, ref_w)
     else:
         job_path = os.path.join(job.tmp, "job.json")
         Path(job_path).write_text(json.dumps({"steps": job.steps, "work": work, "result": result,
@@ -290,6 +300,41 @@ def _start(job: Job, forbidden: list[str], use_fork: bool, hidden: list[str] | N
                                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err,
                                         start_new_session=True, cwd=work)
         job.pid = job.proc.pid
+
+
+def reference_answers(spec: dict, notebook: str) -> list[dict]:
+    """The reference notebook's answer cells, task by task in the notebook's order: ``[{"task", "source"}]``."""
+    nb = json.loads((SOLUTIONS / f"{notebook}.ipynb").read_text())
+    steps, found = build_program(spec, nb)
+    if found["missing"]:
+        raise GradingError(f"the reference notebook {notebook}.ipynb has no answer for {', '.join(found['missing'])}")
+    return [{"task": s["task"], "source": s["source"]} for s in steps if s["kind"] == "answer"]
+
+
+def _send_reference_answers(job: Job, fd: int) -> int:
+    """Fork the process that reads the reference notebook and writes its answers into the chain's pipe ``fd``: the
+    grader itself never holds a solution, so no child forked from it can find one in its memory."""
+    pid = os.fork()
+    if pid == 0:
+        code = 0
+        try:
+            for message in reference_answers(job.spec, job.notebook):
+                sandbox.write_message(fd, message)
+        except BaseException:  # noqa: BLE001 - the chain then stops, and its rows say so
+            code = 1
+        finally:
+            os._exit(code)
+    os.close(fd)
+    return pid
+
+
+def _reap_writer(job: Job) -> None:
+    if job.writer:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(job.writer, signal.SIGKILL)
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(job.writer, 0)
+        job.writer = 0
 
 
 def _poll(job: Job) -> bool:
@@ -304,6 +349,9 @@ def _poll(job: Job) -> bool:
     if pid == 0:
         return False
     job.exit_status = os.waitstatus_to_exitcode(status)
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(job.pid, signal.SIGKILL)  # whatever the child left running in its process group
+    _reap_writer(job)
     return True
 
 
@@ -367,25 +415,67 @@ def run_jobs(jobs: list[Job], forbidden: list[str], parallel: int = 2, use_fork:
                 judge(job)  # while the other children run
                 if progress:
                     progress(job)
-            elif time.monotonic() - job.started > job.time_limit:
+            elif time.monotonic() - job.started > (job.wall_limit or job.time_limit):
                 job.timed_out = True
                 _kill(job)
     if not any(j.tmp for j in jobs):
         os.rmdir(root)
 
 
+_STUDENT_TYPES = ("start", "end", "violation", "probe")
+
+
 def _records(job: Job) -> list[dict]:
-    """What the child wrote, line by line: only JSON objects with a known ``type`` (anything else is dropped)."""
+    """What the child wrote, line by line: only JSON objects with a known ``type`` (anything else is dropped). A
+    chain's record of one task's process (``"type": "task"``) is unpacked: of what that process sent, only its own
+    steps' records are kept (a task's process cannot speak for another task), followed by a ``task-stop`` record
+    of how it ended."""
     path = Path(job.tmp) / "result.jsonl"
-    out = []
-    if path.exists():
-        for line in path.read_text(errors="replace").splitlines():
-            with contextlib.suppress(json.JSONDecodeError, RecursionError):
-                r = json.loads(line)
-                if isinstance(r, dict) and r.get("type") in ("start", "end", "violation", "probe", "done", "crash") and \
-                        (r["type"] in ("violation", "done", "crash") or isinstance(r.get("step"), int)):
-                    out.append(r)
+    out: list[dict] = []
+    if not path.exists():
+        return out
+    ranges = _task_ranges(job)
+    for line in path.read_text(errors="replace").splitlines():
+        with contextlib.suppress(json.JSONDecodeError, RecursionError):
+            r = json.loads(line)
+            if not isinstance(r, dict):
+                continue
+            if r.get("type") == "task" and r.get("task") in ranges and isinstance(r.get("records"), list):
+                first, last = ranges[r["task"]]
+                for q in r["records"]:
+                    if isinstance(q, dict) and q.get("type") in _STUDENT_TYPES and \
+                            (q["type"] == "violation" or isinstance(q.get("step"), int) and first <= q["step"] <= last) \
+                            and (q["type"] != "probe" or q.get("task") == r["task"] and q["step"] == last):
+                        out.append(q)
+                out.append({"type": "task-stop", **{k: r.get(k) for k in ("task", "exit", "timed_out", "time_limit",
+                                                                              "cpu", "pid_namespace")}})
+            elif r.get("type") in ("start", "end", "violation", "probe", "done", "crash") and \
+                    (r["type"] in ("violation", "done", "crash") or isinstance(r.get("step"), int)):
+                out.append(r)
     return out
+
+
+def _task_ranges(job: Job) -> dict[str, tuple[int, int]]:
+    """task -> (its answer step, its check step)."""
+    steps = job.steps or []
+    answers = {s["task"]: k for k, s in enumerate(steps) if s["kind"] == "answer"}
+    return {s["task"]: (answers[s["task"]], k) for k, s in enumerate(steps) if s["kind"] == "check"
+            and s["task"] in answers}
+
+
+def _task_stop(stop: dict) -> tuple[str, str]:
+    """``(status, message)`` of a task whose process ended before its check did."""
+    limit = float(stop.get("time_limit") or 0)
+    how = stop.get("timed_out")
+    if how == "cpu":
+        return "time limit", f"the task reached its time limit of {limit:g} s of CPU time"
+    if how == "wall":
+        return "time limit", (f"the task reached its time limit of {sandbox.TASK_WALL_FACTOR * limit:g} s on the "
+                              "clock")
+    if how == "records":
+        return "error", f"the task's process sent more than {sandbox.TASK_RECORDS_LIMIT >> 20} MB of records"
+    code = stop.get("exit")
+    return "process died", f"the task's process died ({_signal_name(code if isinstance(code, int) else None)})"
 
 
 _CHECKERS: dict = {}
@@ -509,10 +599,11 @@ def results_of(job: Job) -> list[TaskResult]:
         elif r["type"] == "violation":
             violations.setdefault(current, []).append(f"{r['what']}: {r['detail']}")
     done = any(r["type"] == "done" for r in records)
+    task_stops = {r["task"]: r for r in records if r["type"] == "task-stop"}
     last_started = max(started) if started else -1
     crash = Path(job.tmp, "crash.txt")
     if job.timed_out:
-        stop = f"the notebook reached its time limit of {job.time_limit:g} s"
+        stop = f"the notebook reached its time limit of {job.wall_limit or job.time_limit:g} s"
     elif not done:
         stop = f"the notebook's process died ({_signal_name(job.exit_status)})"
         lines = crash.read_text(errors="replace").strip().splitlines() if crash.exists() else []
@@ -544,6 +635,10 @@ def results_of(job: Job) -> list[TaskResult]:
             continue
         if blocked:
             rows.append(row(task, "blocked", "; ".join(dict.fromkeys(blocked)), checks_passed=0, checks_total=n_ref))
+            continue
+        if c not in ended and name in task_stops:
+            status, message = _task_stop(task_stops[name])
+            rows.append(row(task, status, message, checks_passed=0, checks_total=n_ref))
             continue
         if c not in ended:
             if c in started or (a is not None and a == last_started):

@@ -1,21 +1,24 @@
-"""The child process that runs one submission, sandboxed, and streams what happened to the grader.
+"""The processes that run one submission, sandboxed, and stream what happened to the grader.
 
-Each notebook runs in a child process of its own (forked from the grader, which has imported torch once; a fresh
-``python -m minirl.classroom.sandbox worker`` where fork is unavailable), in a new empty temporary folder that is its
-working directory, ``HOME`` and ``TMPDIR``, with one thread, a time limit for the whole notebook (the process group is
-killed when it is reached), a file-size limit, stdin closed, and an audit hook (:func:`sys.addaudithook`) that refuses
-reading the solutions folder or the other submissions, writing, deleting or renaming anything outside its folder,
-starting processes and opening network connections. The child streams its progress (each step started and ended,
-each checker's verdict, each refused operation) to a file outside its folder, so a notebook that loops, crashes or
+Each notebook gets a chain: a process forked from the grader (which has imported torch once), in a new empty
+temporary folder that is its working directory, ``HOME`` and ``TMPDIR``, with one thread, a file-size limit and
+stdin closed. The chain runs only the reference's cells; each task's answer and check run in a process of their own
+forked from it (:func:`_run_chain`), on the reference's earlier pieces, with the task's references disabled for good
+before any of the student's code runs, a limit on CPU time and on the clock, and an audit hook
+(:func:`sys.addaudithook`) that refuses reading the solutions folder or the other submissions, writing, deleting or
+renaming anything outside its folder, starting processes and opening network connections. Where fork is unavailable,
+a fresh ``python -m minirl.classroom.sandbox worker`` runs the whole notebook in one process, the student's answers in
+order, with a time limit for the whole notebook. The records of progress (each step started and ended, what each
+checker recorded, each refused operation) go to a file outside the folder, so a notebook that loops, crashes or
 kills its own process still gets a row per task saying what happened, and every other notebook is graded as usual.
 Scheduling the children and turning their records into grades: :mod:`minirl.classroom.grader`.
 
 The audit hook is a tripwire against mistakes and casual tampering, not a security boundary: Python code that sets
 out to subvert the process it runs in (``ctypes``, walking the garbage collector) can. The boundary is the operating
-system's, where it offers one (:func:`isolate`: on Linux, user, mount and network namespaces made by the forked child
-before any student code runs), and the grader's: the child records what the answers return as plain data
-(``checks.encode``) and the grader judges it in its own process (``grader.judge``), so nothing the child writes,
-patches or exits with becomes a verdict.
+system's, where it offers one (:func:`isolate`: on Linux, user, mount and network namespaces made by the chain
+before any student code runs, and a PID namespace per task), and the grader's: a task's process records what the
+answer returns as plain data (``checks.encode``) and the grader judges it in its own process (``grader.judge``), so
+nothing a child writes, patches or exits with becomes a verdict.
 """
 from __future__ import annotations
 
@@ -161,10 +164,11 @@ def isolation_problem() -> str | None:
             "= 0, or AppArmor's restrict_unprivileged_userns on Ubuntu 24.04): only the audit hook guards the files")
 
 
-def isolate(work: str, hidden: list[str], temp_root: str) -> None:
+def isolate(work: str, hidden: list[str], temp_root: str, drop: bool = True) -> None:
     """Enter namespaces where only ``work`` is writable and ``hidden`` (folders or files) and everything under
-    ``temp_root`` but ``work`` are not readable; drop every capability. Raises ``OSError`` if the kernel refuses."""
-    import ctypes
+    ``temp_root`` but ``work`` are not readable; then (``drop``) drop every capability (:func:`drop_capabilities`:
+    without, the caller keeps them in its own namespaces, to make PID namespaces, and must drop them before any
+    untrusted code runs). Raises ``OSError`` if the kernel refuses."""
     libc = _libc()
     work, temp_root = os.path.realpath(work), os.path.realpath(temp_root)
     uid, gid = os.getuid(), os.getgid()
@@ -202,7 +206,15 @@ def isolate(work: str, hidden: list[str], temp_root: str) -> None:
             if point == "/":
                 raise
     _mount(libc, None, temp_root, None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV)
-    # no capability left: the mounts above cannot be undone, no new privilege gained by exec
+    if drop:
+        drop_capabilities()
+
+
+def drop_capabilities() -> None:
+    """No capability left: the mounts of :func:`isolate` cannot be undone, no new privilege gained by exec, no
+    namespace made. Raises ``OSError`` if the kernel refuses."""
+    import ctypes
+    libc = _libc()
     PR_SET_NO_NEW_PRIVS = 38
     _check(libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl")
 
@@ -315,11 +327,12 @@ class _Sandbox:
 
 
 def run_child(steps: list[dict], work: str, result_path: str, forbidden: list[str], time_limit: float,
-              hidden: list[str] | None = None, temp_root: str | None = None) -> None:
+              hidden: list[str] | None = None, temp_root: str | None = None, ref_fd: int | None = None) -> None:
     """Run ``steps`` in this (child) process; progress goes to ``result_path`` as JSON lines. With ``hidden``, first
     isolate the process (:func:`isolate`: those paths and ``temp_root`` but ``work`` unreadable, only ``work``
-    writable); a failure to isolate stops the child. Never returns into the caller's code: the caller exits right
-    after."""
+    writable); a failure to isolate stops the child. With ``ref_fd`` (the pipe the grader sends the reference's
+    answers through), each task runs in a process of its own (:func:`_run_chain`), else the whole notebook in this one.
+    Never returns into the caller's code: the caller exits right after."""
     if os.getsid(0) != os.getpid():
         os.setsid()  # its own process group: the grader kills the group at the time limit (spawned: already one)
     import faulthandler
@@ -338,95 +351,317 @@ def run_child(steps: list[dict], work: str, result_path: str, forbidden: list[st
     # no file the grader has open (its terminal, its log, another child's records) stays reachable by number
     with contextlib.suppress(OSError):
         for name in os.listdir("/proc/self/fd"):
-            if name.isdigit() and int(name) not in (0, 1, 2, fd):
+            if name.isdigit() and int(name) not in (0, 1, 2, fd, ref_fd):
                 with contextlib.suppress(OSError):
                     os.close(int(name))
+    chain = ref_fd is not None
     try:
-        _prepare_child(work, time_limit, hidden, temp_root)
+        _prepare_child(work, time_limit, hidden, temp_root, chain)
     except BaseException as e:  # the grader's row says why the child could not start (its crash file is hidden)
         report({"type": "crash", "detail": f"{type(e).__name__}: {e}"[:300]})
         raise
-    _run_steps(steps, work, forbidden, report)
+    if chain:
+        try:
+            _run_chain(steps, work, forbidden, time_limit, report, ref_fd, fd)
+        except BaseException as e:  # a task's process never runs this: the chain is the reference's cells only
+            report({"type": "crash", "detail": f"{type(e).__name__}: {e}"[:300]})
+            raise
+    else:
+        _run_steps(steps, work, forbidden, report)
+    report({"type": "done"})
 
 
-def _prepare_child(work: str, time_limit: float, hidden: list[str] | None, temp_root: str | None) -> None:
+def _prepare_child(work: str, time_limit: float, hidden: list[str] | None, temp_root: str | None,
+                   chain: bool) -> None:
     if hidden is not None:
-        isolate(work, hidden, temp_root or tempfile.gettempdir())
+        isolate(work, hidden, temp_root or tempfile.gettempdir(), drop=not chain)
+    if chain:
+        make_undumpable()  # its tasks' processes (no capability, same user) cannot read its memory
     os.chdir(work)
     os.environ.update({"HOME": work, "TMPDIR": work, "MPLBACKEND": "Agg", "OMP_NUM_THREADS": "1",
                        "MKL_NUM_THREADS": "1", "PYTHONDONTWRITEBYTECODE": "1"})
     tempfile.tempdir = work
     sys.dont_write_bytecode = True
-    limit_cpu = int(time_limit) + 30
-    resource.setrlimit(resource.RLIMIT_CPU, (limit_cpu, limit_cpu))
+    if not chain:  # a chain's tasks are each held to time_limit seconds of CPU by the chain (_task_process)
+        limit_cpu = int(time_limit) + 30
+        resource.setrlimit(resource.RLIMIT_CPU, (limit_cpu, limit_cpu))
     resource.setrlimit(resource.RLIMIT_FSIZE, (FILE_SIZE_LIMIT, FILE_SIZE_LIMIT))
     import matplotlib.pyplot  # noqa: F401 - here, so that a failure to import is the crash reported above
     import torch  # noqa: F401
     from IPython.core.interactiveshell import InteractiveShell  # noqa: F401
 
 
-def _run_steps(steps: list[dict], work: str, forbidden: list[str], report) -> None:
-    import matplotlib.pyplot as plt
-    import torch
-    from IPython.core.interactiveshell import InteractiveShell
-    from traitlets.config import Config
+class _Session:
+    """The shell the steps run in, with what restores minirl's modules and the checkers between steps."""
 
-    from .. import bcq, classroom, cql, discrete, iql, nets, plots, stitching, tabular  # classroom: notebooks import it
-    from . import checks
+    def __init__(self):
+        import torch
+        from IPython.core.interactiveshell import InteractiveShell
+        from traitlets.config import Config
 
-    torch.set_num_threads(1)
+        from .. import bcq, classroom, cql, discrete, iql, nets, plots, stitching, tabular  # notebooks use classroom
+        from . import checks
 
-    class Shell(InteractiveShell):
-        def enable_gui(self, gui=None):  # %matplotlib inline: figures are not shown while grading
-            return None
+        torch.set_num_threads(1)
 
-    config = Config()
-    config.HistoryManager.enabled = False
-    config.InteractiveShell.colors = "NoColor"
-    config.InteractiveShell.xmode = "Plain"
-    shell = Shell(config=config)
-    checker_modules = _checker_modules()
-    modules = [bcq, cql, classroom, *checker_modules, discrete, iql, nets, plots, stitching, tabular]
-    snapshot = {m: dict(vars(m)) for m in modules}
-    checkers = {k: v for m in checker_modules for k, v in vars(m).items() if k.startswith("check_") and callable(v)}
-    verdicts = checks._VERDICTS
-    checks._MODE = "probe"  # the checkers record what the answers return; the grader judges it (grader.judge)
-    probes = checks._PROBES
+        class Shell(InteractiveShell):
+            def enable_gui(self, gui=None):  # %matplotlib inline: figures are not shown while grading
+                return None
 
-    def restore() -> None:  # undo any rebinding of minirl's functions by an earlier answer cell
-        for m, attrs in snapshot.items():
+        config = Config()
+        config.HistoryManager.enabled = False
+        config.InteractiveShell.colors = "NoColor"
+        config.InteractiveShell.xmode = "Plain"
+        self.shell = Shell(config=config)
+        checker_modules = _checker_modules()
+        modules = [bcq, cql, classroom, *checker_modules, discrete, iql, nets, plots, stitching, tabular]
+        self.snapshot = {m: dict(vars(m)) for m in modules}
+        self.checkers = {k: v for m in checker_modules for k, v in vars(m).items()
+                         if k.startswith("check_") and callable(v)}
+        self.checks = checks
+        self.verdicts = checks._VERDICTS
+        checks._MODE = "probe"  # the checkers record what the answers return; the grader judges it (grader.judge)
+        self.probes = checks._PROBES
+
+    def restore(self) -> None:  # undo any rebinding of minirl's functions by an earlier answer cell
+        for m, attrs in self.snapshot.items():
             d = vars(m)
             for k in [k for k in d if k not in attrs]:
                 del d[k]
             d.update(attrs)
-        checks._VERDICTS = verdicts
-        checks._PROBES = probes
-        checks._MODE = "probe"
+        self.checks._VERDICTS = self.verdicts
+        self.checks._PROBES = self.probes
+        self.checks._MODE = "probe"
 
-    sys.addaudithook(_Sandbox(work, forbidden, report))
-    for k, step in enumerate(steps):
+    def run(self, k: int, step: dict, report) -> None:
+        """Run step ``k`` (its source in the shell), reporting its start, what its checker recorded, and its end."""
+        import matplotlib.pyplot as plt
         report({"type": "start", "step": k})
         if step["kind"] != "answer":
-            restore()
+            self.restore()
         if step["kind"] == "check":
-            shell.user_ns.update(checkers)
-        checks._FRESH = step.get("fresh")  # the inputs drawn for this task (None: the public ones)
-        del probes[:]
-        out = io.StringIO()
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
-            try:
-                result = shell.run_cell(step["source"], store_history=False)
-                error = result.error_before_exec or result.error_in_exec
-            except BaseException as e:  # noqa: BLE001 - SystemExit, KeyboardInterrupt from the student's code
-                error = e
+            self.shell.user_ns.update(self.checkers)
+        self.checks._FRESH = step.get("fresh")  # the inputs drawn for this task (None: the public ones)
+        del self.probes[:]
+        error, text = self.execute(step["source"])
         plt.close("all")
-        text = out.getvalue()
         if step["kind"] == "check":
-            for p in probes:  # plain data (checks.encode): what the answer returned, never a verdict
+            for p in self.probes:  # plain data (checks.encode): what the answer returned, never a verdict
                 report({"type": "probe", "step": k, **p})
         report({"type": "end", "step": k, "error": None if error is None else f"{type(error).__name__}: {error}",
                 "output": text[:OUTPUT_LIMIT] + ("\n[... output cut]" if len(text) > OUTPUT_LIMIT else "")})
-    report({"type": "done"})
+
+    def execute(self, source: str):
+        """``(the error or None, what the cell printed)``."""
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
+            try:
+                result = self.shell.run_cell(source, store_history=False)
+                error = result.error_before_exec or result.error_in_exec
+            except BaseException as e:  # noqa: BLE001 - SystemExit, KeyboardInterrupt from the student's code
+                error = e
+        return error, out.getvalue()
+
+
+def _run_steps(steps: list[dict], work: str, forbidden: list[str], report) -> None:
+    """One process for the whole notebook, the student's answers in order (the spawned worker's mode)."""
+    session = _Session()
+    sys.addaudithook(_Sandbox(work, forbidden, report))
+    for k, step in enumerate(steps):
+        session.run(k, step, report)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# One process per task: the chain of the reference's cells, and a task's process forked from it
+# ---------------------------------------------------------------------------------------------------------------
+# The chain runs only the reference's cells: the given cells, and for each task, once its own process has finished,
+# the reference notebook's answer (sent by the grader through ``ref_fd``, a pipe that task processes never hold, so
+# no task's solution is in memory before that task is graded). At each answer step it forks the task's process,
+# which disables the task's references for good (checks.disable), runs the student's answer for that task alone,
+# on the reference's earlier pieces, then its check, and sends its records through a pipe of its own. So a bug costs
+# only the task that has it, a loop or a crash only its own task, and no earlier cell can have kept a copy of the
+# task's reference. Each task process is process 1 of a PID namespace of its own where the kernel allows it (killing
+# it kills whatever it started) and is killed past its CPU-time limit or TASK_WALL_FACTOR times that on the clock.
+
+TASK_WALL_FACTOR = 4       # a task's wall-clock limit, in multiples of its CPU-time limit (a loaded machine)
+TASK_RECORDS_LIMIT = 64 << 20  # bytes of records one task process may send
+CLONE_NEWPID = 0x20000000
+
+
+def _read_exact(fd: int, n: int) -> bytes:
+    out = bytearray()
+    while len(out) < n:
+        chunk = os.read(fd, n - len(out))
+        if not chunk:
+            raise EOFError("the grader's pipe of reference answers closed early")
+        out += chunk
+    return bytes(out)
+
+
+def read_message(fd: int) -> dict:
+    """One length-prefixed JSON message (:func:`write_message`)."""
+    n = int.from_bytes(_read_exact(fd, 8), "little")
+    return json.loads(_read_exact(fd, n))
+
+
+def write_message(fd: int, message: dict) -> None:
+    data = json.dumps(message).encode()
+    data = len(data).to_bytes(8, "little") + data
+    while data:
+        data = data[os.write(fd, data):]
+
+
+def _cpu_seconds(pid: int) -> float:
+    """CPU time (user + system, and of its reaped children) of process ``pid``, from ``/proc``."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return sum(int(v) for v in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+
+
+def _task_process(session: _Session, steps: list[dict], first: int, last: int, work: str, forbidden: list[str],
+                  task: str, close: list[int], time_limit: float) -> dict:
+    """Run one task (steps ``first``..``last``: its answer, then its check) in a process of its own, within its limits;
+    return ``{"task", "records", "exit", "timed_out", "cpu", ...}``. A watcher forked from the chain makes the PID
+    namespace (a process can make only one for its children), forks the task's process into it and watches it."""
+    r, w = os.pipe()
+    watcher = os.fork()
+    if watcher == 0:
+        code = 0
+        try:
+            os.close(r)
+            record = _watch_task(session, steps, first, last, work, forbidden, task, close + [w], time_limit)
+            data = json.dumps(record).encode()
+            while data:
+                data = data[os.write(w, data):]
+        except BaseException:  # noqa: BLE001 - the chain reports the task's process as died
+            code = 70
+        finally:
+            os._exit(code)
+    os.close(w)
+    data = bytearray()
+    while chunk := os.read(r, 1 << 20):
+        data += chunk
+    os.close(r)
+    os.waitpid(watcher, 0)
+    try:
+        record = json.loads(bytes(data))
+    except (json.JSONDecodeError, RecursionError):
+        record = {"type": "task", "task": task, "records": [], "exit": None, "timed_out": "", "cpu": None}
+    record.setdefault("time_limit", time_limit)
+    return record
+
+
+def _watch_task(session: _Session, steps: list[dict], first: int, last: int, work: str, forbidden: list[str],
+                task: str, close: list[int], time_limit: float) -> dict:
+    import select
+    import signal
+    import time
+    r, w = os.pipe()
+    new_pid = False
+    with contextlib.suppress(OSError):  # process 1 of a PID namespace of its own: killing it kills what it started
+        _check(_libc().unshare(CLONE_NEWPID), "unshare")
+        new_pid = True
+    pid = os.fork()
+    if pid == 0:
+        code = 0
+        try:
+            os.close(r)
+            for fd in close:  # the chain's records and the pipe of reference answers: never the task's
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+            _enter_task(session, task)
+
+            def report(record: dict) -> None:
+                os.write(w, (json.dumps(record) + "\n").encode())
+
+            sys.addaudithook(_Sandbox(work, forbidden, report))
+            for k in range(first, last + 1):
+                session.run(k, steps[k], report)
+        except BaseException:  # noqa: BLE001 - the task's row says the process died
+            code = 70
+        finally:
+            os._exit(code)
+    os.close(w)
+    wall = TASK_WALL_FACTOR * time_limit
+    start, data, timed_out, eof = time.monotonic(), bytearray(), "", False
+    status = usage = None
+    while status is None:
+        if not eof:
+            ready, _, _ = select.select([r], [], [], 0.05)
+            if ready:
+                chunk = os.read(r, 1 << 20)
+                data += chunk
+                eof = not chunk
+                if len(data) > TASK_RECORDS_LIMIT:
+                    timed_out = "records"
+        else:
+            time.sleep(0.02)
+        done, st, usage = os.wait4(pid, os.WNOHANG)
+        if done:
+            status = os.waitstatus_to_exitcode(st)
+            break
+        if not timed_out and _cpu_seconds(pid) > time_limit:
+            timed_out = "cpu"
+        elif not timed_out and time.monotonic() - start > wall:
+            timed_out = "wall"
+        if timed_out:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+            _, st, usage = os.wait4(pid, 0)
+            status = os.waitstatus_to_exitcode(st)
+    cpu = usage.ru_utime + usage.ru_stime
+    with contextlib.suppress(OSError):
+        while not eof and len(data) <= TASK_RECORDS_LIMIT:  # what it sent before it exited
+            ready, _, _ = select.select([r], [], [], 0)
+            chunk = os.read(r, 1 << 20) if ready else b""
+            data += chunk
+            eof = not chunk
+    os.close(r)
+    records = []
+    for line in bytes(data[:TASK_RECORDS_LIMIT]).decode(errors="replace").splitlines():
+        with contextlib.suppress(json.JSONDecodeError, RecursionError):
+            rec = json.loads(line)
+            if isinstance(rec, dict):
+                records.append(rec)
+    return {"type": "task", "task": task, "records": records, "exit": status, "timed_out": timed_out,
+            "time_limit": time_limit, "cpu": round(cpu, 3), "pid_namespace": new_pid}
+
+
+def _enter_task(session: _Session, task: str) -> None:
+    """In a task's process, before any of the student's code: its references disabled for good, the reference sweeps
+    the grader computed dropped, nobody of its user able to read its memory or descriptors."""
+    from . import agent_checks
+    drop_capabilities()  # the chain kept its own (to make each task a PID namespace); a task has none
+    session.restore()
+    checker = session.checkers.get(f"check_{task}")
+    references = session.checks.references_of(checker, task) if checker is not None else None
+    if references:
+        session.checks.disable(references)
+    agent_checks._REFERENCE_CACHE.clear()
+    PR_SET_DUMPABLE = 4
+    _libc().prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
+
+
+def _run_chain(steps: list[dict], work: str, forbidden: list[str], time_limit: float, report, ref_fd: int,
+               result_fd: int) -> None:
+    """The reference's cells in order, each task's answer and check in a process of its own (see above)."""
+    session = _Session()
+    checks_of = {s["task"]: k for k, s in enumerate(steps) if s["kind"] == "check"}
+    for k, step in enumerate(steps):
+        if step["kind"] == "given":
+            session.run(k, step, report)
+        elif step["kind"] == "answer":
+            task = step["task"]
+            report(_task_process(session, steps, k, checks_of[task], work, forbidden, task, [result_fd, ref_fd],
+                                 time_limit))
+            reference = read_message(ref_fd)
+            if reference.get("task") != task:
+                raise RuntimeError(f"the grader sent the reference answer of {reference.get('task')!r}, not {task!r}")
+            error, _ = session.execute(reference["source"])
+            if error is not None:
+                raise RuntimeError(f"the reference answer of {task} raised {type(error).__name__}: {error}")
 
 
 def worker_main(job_path: str) -> int:

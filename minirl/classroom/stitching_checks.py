@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from .agent_checks import _cached, _check_sweep, sweep_reference, sweep_settings
-from .checks import Checks, _pick, fresh
+from .checks import Checks, Ref, _pick, fresh
 
 STITCH_TAUS = (0.5, 0.6, 0.7, 0.75, 0.8, 0.9, 0.99)  # IQL's expectile, the stitching chapter's experiment
 STITCH_CASES = ((90, 5, 5, 0.5), (60, 3, 4, 0.45), (40, 10, 2, 0.3))  # (n_a, n_b, n_c, decoy reward)
@@ -80,11 +80,11 @@ def check_one_step_policy(fn) -> None:
     from .. import stitching as st
     c = Checks("one_step_policy", reference=st.one_step_policy)
     for k, (description, mdp_hat, support, pi_hat) in enumerate(_problems()):
-        want_pi, want_q = st.one_step_policy(mdp_hat, pi_hat, support)
+        want = lambda j, m=mdp_hat, s=support, p=pi_hat: st.one_step_policy(m, p, s)[j]  # noqa: E731 - the judge's
         call = lambda j, m=mdp_hat, s=support, p=pi_hat: _pick(fn(m, p.copy(), s.copy()), j, 2)  # noqa: E731
-        c.compare(f"{description}: pi", lambda call=call: call(0), want_pi)
+        c.compare(f"{description}: pi", lambda call=call: call(0), Ref(lambda want=want: want(0)))
         if k in (0, 3):  # Q_beta on the chapter's data and on a random MDP
-            c.compare(f"{description}: Q_beta", lambda call=call: call(1), want_q, atol=1e-6)
+            c.compare(f"{description}: Q_beta", lambda call=call: call(1), Ref(lambda want=want: want(1)), atol=1e-6)
     c.report()
 
 
@@ -97,7 +97,7 @@ def check_bcql_values(fn) -> None:
     mdp_hat, support, _ = _random_offline_problem(5, 3, 2, n=40, gamma=0.0)
     cases.append(("random MDP S=5 A=3 seed=2, gamma=0 (Q*_D = r_hat on the data), 40 transitions", mdp_hat, support))
     for description, mdp_hat, support in cases:
-        want = tab.constrained_value_iteration(mdp_hat, support, tol=1e-12)
+        want = Ref(lambda m=mdp_hat, s=support: tab.constrained_value_iteration(m, s, tol=1e-12))
         c.compare(description, lambda m=mdp_hat, s=support: fn(m, s.copy()), want, atol=1e-6)
     c.report()
 
@@ -135,7 +135,7 @@ def check_stitching_threshold(fn) -> None:
     for n_a, n_b, n_c, r in STITCH_CASES:
         grid = st.gridworld(decoy_reward=r, gamma=0.9)
         data = st.make_dataset(grid, n_a, n_b, n_c, seed=0)
-        want = st.closed_forms(grid, n_a, n_b, n_c)["tau_c"]
-        c.compare(f"{n_a}/{n_b}/{n_c} segments of A/B/C, decoy {r:g} (closed form tau_c = {want:.4f}), within 1e-3",
+        want = Ref(lambda g=grid, a=n_a, b=n_b, n=n_c: st.closed_forms(g, a, b, n)["tau_c"])
+        c.compare(f"{n_a}/{n_b}/{n_c} segments of A/B/C, decoy {r:g}: the closed form's tau_c, within 1e-3",
                   lambda g=grid, d=data: float(fn(g, d)), want, atol=1e-3, rtol=0.0)
     c.report()
