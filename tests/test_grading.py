@@ -336,3 +336,19 @@ def test_a_copy_handed_out_before_minirl_classroom_grades_the_same(tmp_path):
 def test_the_submission_folder_is_read_only_to_the_grader(graded):
     # grading never writes into the submissions (nor leaves the students' scratch files there)
     assert not list(graded["folder"].rglob("notes.txt"))
+
+
+def test_every_check_is_in_the_row_s_details_for_the_feedback(graded, tmp_path):
+    """The row carries every check the grader judged, passed or failed, with what was wrong (issue 71's feedback);
+    the JSON results keep it for `feedback`, the CSV's columns stay as they were."""
+    ben = rows_of(graded["results"], "ben")["policy_transition"]
+    lines = ben.details.splitlines()
+    assert len(lines) == ben.checks_total == 5
+    assert sum(line.startswith("passed: ") for line in lines) == ben.checks_passed == 1
+    assert all("expected" in line for line in lines if line.startswith("FAILED: "))
+    ana = rows_of(graded["results"], "ana")["policy_transition"]
+    assert len(ana.details.splitlines()) == 5 and all(x.startswith("passed: ") for x in ana.details.splitlines())
+    grader.write_json(graded["results"], tmp_path / "r.json")
+    grader.write_csv(graded["results"], tmp_path / "r.csv")
+    assert any(r["details"] == ben.details for r in json.loads((tmp_path / "r.json").read_text()))
+    assert "details" not in (tmp_path / "r.csv").read_text().splitlines()[0].split(",")

@@ -389,6 +389,7 @@ class Checks:
             for function, _, stub in self.unavailable.functions:
                 self.watch.names[id(stub)] = (stub, _reference_name(function))
         self.recorded: list[dict] = []                       # probe: what the answer returned, check by check
+        self.log: list[tuple[str, str | None]] = []          # judge, local: (description, what is wrong or None)
         self.replay = list(_REPLAY.get(task, [])) if _MODE == "judge" else None
 
     def _call(self, call):
@@ -448,6 +449,7 @@ class Checks:
             return
         if kind in ("raised", "missing"):
             print(f"check FAILED: {description}\n    {'raised ' if kind == 'raised' else ''}{got}")
+            self.log.append((description, f"{'raised ' if kind == 'raised' else ''}{got}"[:500]))
             return
         if isinstance(want, Ref):
             want = want.thunk()
@@ -455,6 +457,7 @@ class Checks:
             problem = mismatch(got, want, atol, rtol) if not callable(want) else want(got)
         except Exception as e:  # noqa: BLE001 - an answer's value the comparison cannot use
             problem = f"the value returned cannot be compared ({type(e).__name__}: {e})"
+        self.log.append((description, None if problem is None else str(problem)[:500]))
         if problem is None:
             self.passed += 1
         else:
@@ -468,7 +471,8 @@ class Checks:
             print(f"{self.task}: {len(self.recorded)} answers recorded for the grader")
             return
         _VERDICTS.append({"task": self.task, "passed": self.passed, "n": self.n,
-                          "not_implemented": self.not_implemented, "uses_reference": used})
+                          "not_implemented": self.not_implemented, "uses_reference": used,
+                          "checks": [list(c) for c in self.log]})
         if self.not_implemented is not None:
             print(f"{self.task}: not implemented yet (NotImplementedError: {self.not_implemented})")
         elif used:

@@ -71,6 +71,7 @@ class TaskResult:
     answer: str = ""               # a written answer's text, for the instructor
     points: int | None = None      # earned: all of points_possible when passed, else 0; None for a written answer
     points_possible: int = 0       # the task's points (release.POINTS by level, or the reference cell's own)
+    details: str = ""              # every check the grader judged, passed or failed, one per line (--json, feedback)
 
     @property
     def short(self) -> str:
@@ -553,6 +554,19 @@ def judge(job: Job) -> None:
         job.judged[step], job.details[step] = verdict, output
 
 
+def check_lines(checks) -> str:
+    """Every check the judge ran on a task, one per line: ``passed: <what it checked>`` or ``FAILED: <what it
+    checked>: <what was wrong: the values expected and got>``."""
+    if not isinstance(checks, list):
+        return ""
+    lines = []
+    for c in checks:
+        description, problem = (c + [None, None])[:2] if isinstance(c, list) else (str(c), None)
+        lines.append(f"passed: {description}" if problem is None else
+                     f"FAILED: {description}: {' '.join(str(problem).split())}")
+    return "\n".join(lines)
+
+
 def _signal_name(code: int | None) -> str:
     if code is None:
         return "unknown"
@@ -670,16 +684,17 @@ def results_of(job: Job) -> list[TaskResult]:
                 checks_total=n_ref))
             continue
         k, n = int(v["passed"]), int(v["n"])
+        details = check_lines(v.get("checks"))
         if n != n_ref:
             rows.append(row(task, "error", f"the checker ran {n} checks but the reference ran {n_ref}: the checks file "
                             "is out of date (run make-student)", checks_passed=k, checks_total=n))
         elif k == n:
-            rows.append(row(task, "passed", checks_passed=k, checks_total=n))
+            rows.append(row(task, "passed", checks_passed=k, checks_total=n, details=details))
         else:
             message = _first_failure((job.details or {}).get(c, "")) or f"{n - k} of {n} checks failed"
             if answer_error:
                 message = f"your answer cell raised {answer_error}; " + message
-            rows.append(row(task, "failed", message, checks_passed=k, checks_total=n))
+            rows.append(row(task, "failed", message, checks_passed=k, checks_total=n, details=details))
     ignored = job.found["ignored"]
     if ignored and rows:
         note = (f"{ignored} code cell{'s' if ignored > 1 else ''} not in the reference {'were' if ignored > 1 else 'was'}"
@@ -817,7 +832,7 @@ def check_notebook(path: Path, checks: Path = CHECKS_FILE, time_limit: float | N
 # Output: a Markdown table, CSV and JSON (one row per student and task)
 # ---------------------------------------------------------------------------------------------------------------
 
-FIELDS = [f for f in TaskResult.__dataclass_fields__]
+FIELDS = [f for f in TaskResult.__dataclass_fields__ if f != "details"]  # the CSV's columns (--json adds details)
 
 
 def table(results: list[TaskResult]) -> str:
@@ -847,7 +862,7 @@ def write_csv(results: list[TaskResult], path: Path) -> None:
         w = csv.DictWriter(f, fieldnames=FIELDS)
         w.writeheader()
         for r in results:
-            w.writerow(asdict(r))
+            w.writerow({k: v for k, v in asdict(r).items() if k in FIELDS})
 
 
 def write_json(results: list[TaskResult], path: Path) -> None:
