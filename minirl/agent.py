@@ -13,14 +13,15 @@ Nothing else of the agent is looked at. :mod:`minirl.seeds` stacks the declared 
 trained tensors and the declared optimisers' moments (a tensor that takes no gradient, a count on the device, is
 shared); :class:`minirl.devices.CapturedStep` saves and restores exactly those, and keeps the declared counters in
 step with its replays; :func:`state_of` (what every agent's ``state_dict()`` returns, so what a checkpoint holds)
-is the declared pieces, the counters and the config; evaluation checks the critic where ``"critic"`` is a declared
-module. :func:`check_agent` compares the declarations with the agent (every declared name holds its kind; every
-trained parameter belongs to a declared module and is stepped by a declared optimiser; ``step`` is counted) and says
-what is missing, so that a forgotten declaration is an error, not a piece silently left out of checkpoints.
+is the declared pieces, the counters and the config (a class says ``state_dict, load_state_dict = state_of,
+load_state``); evaluation checks the critic where ``"critic"`` is a declared module. :func:`check_agent` compares
+the declarations with the agent (every declared name holds its kind; every trained parameter belongs to a declared
+module and is stepped by a declared optimiser; ``step`` is counted) and says what is missing, so that a forgotten
+declaration is an error, not a piece silently left out of checkpoints.
 
 Optional, read where present: ``cfg`` (the config dataclass), ``name`` (the progress bar's label), ``seed_axis = True``
 (the update runs on ``K`` seeds stacked, :mod:`minirl.seeds`) and ``capture_problem()`` (why a CUDA graph cannot
-replay the update, or None).
+replay the update, or None; it reads only ``cfg`` and the counters: :func:`periodic` makes the common one).
 """
 from __future__ import annotations
 
@@ -130,3 +131,13 @@ def load_state(agent, state: dict) -> None:
     for name in agent.counters:
         if name in state:
             setattr(agent, name, int(state[name]))
+
+
+def periodic(field: str):
+    """The ``capture_problem`` of an agent whose update does part of its work every ``cfg.<field>`` steps (``if
+    step % period``: a Python branch on the step count, which a CUDA graph replays as it was recorded): ``None``
+    when the period is 1, else the reason. ``capture_problem = periodic("policy_freq")`` in the class body."""
+    def capture_problem(agent) -> str | None:
+        period = getattr(agent.cfg, field)
+        return None if period == 1 else f"{field}={period} is a Python branch on the step count"
+    return capture_problem

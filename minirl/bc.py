@@ -28,7 +28,7 @@ import torch
 
 from .agent import load_state, state_of
 from .config import LAYERS, POSITIVE, check_fields, interval
-from .nets import DeterministicActor, GaussianActor, adam, batch_mean
+from .nets import DeterministicActor, GaussianActor, adam, batch_mean, obs_tensor
 
 
 @dataclass
@@ -90,11 +90,7 @@ class BC:
 
     @torch.no_grad()
     def act(self, obs: np.ndarray, deterministic: bool = True) -> np.ndarray:
-        o = torch.as_tensor(np.asarray(obs, dtype=np.float32), device=self.device)
-        return self.actor(o, deterministic).cpu().numpy()  # both actor kinds take (obs, deterministic)
+        # both actor kinds take (obs, deterministic)
+        return self.actor(obs_tensor(obs, self.device), deterministic).cpu().numpy()
 
-    def state_dict(self) -> dict:
-        return state_of(self)  # the config, the step and every declared piece
-
-    def load_state_dict(self, state: dict) -> None:
-        load_state(self, state)
+    state_dict, load_state_dict = state_of, load_state  # its declared pieces, counters and config (minirl.agent)

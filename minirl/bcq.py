@@ -42,7 +42,7 @@ from torch import nn
 
 from .agent import load_state, state_of
 from .config import AT_LEAST_ONE, LAYERS, NON_NEGATIVE, POSITIVE, check_fields, interval, or_none
-from .nets import VAE, CriticEnsemble, _ActionScaler, adam, batch_mean, mlp, soft_update
+from .nets import VAE, CriticEnsemble, _ActionScaler, adam, batch_mean, mlp, obs_tensor, soft_update
 
 
 @dataclass
@@ -225,7 +225,7 @@ class BCQ:
     def act(self, obs: np.ndarray, deterministic: bool = True) -> np.ndarray:
         """The argmax of ``Q_theta1`` over ``n_action_samples`` perturbed VAE actions per state (the policy is the
         same whether or not ``deterministic``: its randomness is the VAE's sampling)."""
-        o = torch.as_tensor(np.asarray(obs, dtype=np.float32), device=self.device)
+        o = obs_tensor(obs, self.device)
         single = o.dim() == 1
         o = o.reshape(1, -1) if single else o
         n = self.cfg.n_action_samples
@@ -235,8 +235,4 @@ class BCQ:
         best = best.cpu().numpy()
         return best[0] if single else best
 
-    def state_dict(self) -> dict:
-        return state_of(self)  # the config, the step and every declared piece
-
-    def load_state_dict(self, state: dict) -> None:
-        load_state(self, state)
+    state_dict, load_state_dict = state_of, load_state  # its declared pieces, counters and config (minirl.agent)

@@ -71,7 +71,7 @@ from torch.distributions import Normal
 
 from .agent import load_state, state_of
 from .config import AT_LEAST_ONE, LAYERS, NON_NEGATIVE, POSITIVE, UserError, check_fields, interval
-from .nets import CriticEnsemble, TanhGaussianActor, adam, batch_mean, soft_update
+from .nets import CriticEnsemble, TanhGaussianActor, adam, batch_mean, obs_tensor, soft_update
 
 MAX_ALPHA_PRIME = 1e6  # alpha' is clamped to [0, MAX_ALPHA_PRIME]
 
@@ -355,11 +355,7 @@ class CQL:
 
     @torch.no_grad()
     def act(self, obs: np.ndarray, deterministic: bool = True) -> np.ndarray:
-        o = torch.as_tensor(np.asarray(obs, dtype=np.float32), device=self.device)
-        return self.actor.sample(o, deterministic)[0].cpu().numpy()
+        return self.actor.sample(obs_tensor(obs, self.device), deterministic)[0].cpu().numpy()
 
-    def state_dict(self) -> dict:
-        return state_of(self)  # the config, the step, both temperatures and every declared piece
-
-    def load_state_dict(self, state: dict) -> None:
-        load_state(self, state)
+    # the config, the step, both temperatures and every declared piece (minirl.agent)
+    state_dict, load_state_dict = state_of, load_state

@@ -49,10 +49,10 @@ import numpy as np
 import torch
 from torch.nn import functional as F
 
-from .agent import load_state, state_of
+from .agent import load_state, periodic, state_of
 from .config import AT_LEAST_ONE, LAYERS, NON_NEGATIVE, POSITIVE, check_fields, interval
 from .cql import discrete_cql_penalty
-from .nets import adam, mlp, soft_update
+from .nets import adam, mlp, obs_tensor, soft_update
 
 
 @dataclass
@@ -155,7 +155,7 @@ def action_indices(act: torch.Tensor, n_actions: int) -> torch.Tensor:
 
 def _observations(obs, device) -> tuple[torch.Tensor, bool]:
     """``obs`` as a float tensor ``(B, obs_dim)`` on ``device``, and whether it was a single observation."""
-    o = torch.as_tensor(np.asarray(obs, dtype=np.float32), device=device)
+    o = obs_tensor(obs, device)
     return (o.unsqueeze(0), True) if o.dim() == 1 else (o, False)
 
 
@@ -172,6 +172,7 @@ def _greedy(q: torch.Tensor, single: bool, mask: torch.Tensor | None = None) -> 
 class DiscreteBCQ:
     """Discrete BCQ: Q-learning whose max runs over the actions the behaviour head allows."""
     modules, optimizers, tensors, counters = ("q", "imitation", "q_target"), ("opt",), (), ("step",)  # minirl.agent
+    capture_problem = periodic("target_update_every")  # a CUDA graph replays no "every n-th step" (minirl.devices)
 
     def __init__(self, obs_dim: int, n_actions: int, config: DiscreteBCQConfig | None = None, device: str = "cpu"):
         self.cfg = cfg = config or DiscreteBCQConfig()
@@ -201,12 +202,6 @@ class DiscreteBCQ:
             soft_update(self.q_target, self.q, self.cfg.target_tau)
         return {"q_loss": q_loss.detach(), "imitation_loss": i_loss.detach(), "q_mean": q.detach().mean()}
 
-    def capture_problem(self) -> str | None:
-        """Why this agent's update cannot be replayed as a CUDA graph (``minirl.devices.CapturedStep``), or None."""
-        if self.cfg.target_update_every != 1:
-            return f"target_update_every={self.cfg.target_update_every} is a Python branch on the step count"
-        return None
-
     @torch.no_grad()
     def allowed(self, obs: torch.Tensor) -> torch.Tensor:
         """The mask of allowed actions in ``obs`` (a tensor ``(B, obs_dim)``), ``(B, |A|)`` bool."""
@@ -220,8 +215,7 @@ class DiscreteBCQ:
 
     steps = property(lambda self: self.step, lambda self, n: setattr(self, "step", n))  # step, as the exercises say
 
-    def state_dict(self) -> dict:
-        return state_of(self)  # the config, the step and every declared piece
+    state_dict = state_of  # its declared pieces, counters and config (minirl.agent)
 
     def load_state_dict(self, state: dict) -> None:
         load_state(self, state)
@@ -231,6 +225,7 @@ class DiscreteBCQ:
 class DiscreteCQL:
     """Q-learning on a finite action set with the CQL(H) penalty (``cql_alpha = 0``: (double) DQN)."""
     modules, optimizers, tensors, counters = ("q", "q_target"), ("opt",), (), ("step",)  # its pieces (minirl.agent)
+    capture_problem = periodic("target_update_every")  # a CUDA graph replays no "every n-th step" (minirl.devices)
 
     def __init__(self, obs_dim: int, n_actions: int, config: DiscreteCQLConfig | None = None, device: str = "cpu"):
         self.cfg = cfg = config or DiscreteCQLConfig()
@@ -269,16 +264,10 @@ class DiscreteCQL:
             self.q_target.load_state_dict(self.q.state_dict())
         return logs | {"loss": loss.detach(), "td_loss": td_loss.detach(), "q_data": q_data.detach().mean()}
 
-    def capture_problem(self) -> str | None:
-        """Why this agent's update cannot be replayed as a CUDA graph (``minirl.devices.CapturedStep``), or None."""
-        if self.cfg.target_update_every != 1:
-            return f"target_update_every={self.cfg.target_update_every} is a Python branch on the step count"
-        return None
-
     @torch.no_grad()
     def q_values(self, obs) -> np.ndarray:
         """``Q(s, .)`` for observations ``(B, obs_dim)``: ``(B, |A|)`` (``(|A|,)`` for a single observation)."""
-        return self.q(torch.as_tensor(np.asarray(obs, dtype=np.float32), device=self.device)).cpu().numpy()
+        return self.q(obs_tensor(obs, self.device)).cpu().numpy()
 
     @torch.no_grad()
     def act(self, obs: np.ndarray, deterministic: bool = True) -> np.ndarray:
@@ -286,8 +275,4 @@ class DiscreteCQL:
         o, single = _observations(obs, self.device)
         return _greedy(self.q(o), single)
 
-    def state_dict(self) -> dict:
-        return state_of(self)  # the config, the step and every declared piece
-
-    def load_state_dict(self, state: dict) -> None:
-        load_state(self, state)
+    state_dict, load_state_dict = state_of, load_state  # its declared pieces, counters and config (minirl.agent)

@@ -61,10 +61,10 @@ from typing import Literal
 import numpy as np
 import torch
 
-from .agent import load_state, state_of
+from .agent import load_state, periodic, state_of
 from .config import AT_LEAST_ONE, LAYERS, NON_NEGATIVE, POSITIVE, UserError, check_fields, interval
-from .nets import (CriticEnsemble, DeterministicActor, GaussianActor, adam, batch_mean, mlp, scheduled_lr, set_lr,
-                   soft_update)
+from .nets import (CriticEnsemble, DeterministicActor, GaussianActor, adam, batch_mean, mlp, obs_tensor, scheduled_lr,
+                   set_lr, soft_update)
 
 
 @dataclass
@@ -182,6 +182,7 @@ class IQL:
     seed_axis = True  # its update runs on K seeds stacked (minirl.seeds): the losses broadcast over a leading axis
     modules = ("actor", "critic", "critic_target", "value")  # its pieces by name (minirl.agent)
     optimizers, tensors, counters = ("actor_opt", "critic_opt", "value_opt"), ("t",), ("step",)
+    capture_problem = periodic("target_update_period")  # a CUDA graph replays no "every d-th step" (minirl.devices)
 
     def __init__(self, obs_dim: int, act_dim: int, action_low=None, action_high=None,
                  config: IQLConfig | None = None, device: str = "cpu"):
@@ -283,19 +284,12 @@ class IQL:
         self.t += 1
         return logs
 
-    def capture_problem(self) -> str | None:
-        """Why this agent's update cannot be replayed as a CUDA graph (``minirl.devices.CapturedStep``), or None."""
-        if self.cfg.target_update_period != 1:  # a graph replays the branch taken when it was recorded
-            return f"target_update_period={self.cfg.target_update_period} is a Python branch on the step count"
-        return None
-
     @torch.no_grad()
     def act(self, obs: np.ndarray, deterministic: bool = True) -> np.ndarray:
-        o = torch.as_tensor(np.asarray(obs, dtype=np.float32), device=self.device)
-        return self.actor(o, deterministic).cpu().numpy()  # both actor kinds take (obs, deterministic)
+        # both actor kinds take (obs, deterministic)
+        return self.actor(obs_tensor(obs, self.device), deterministic).cpu().numpy()
 
-    def state_dict(self) -> dict:
-        return state_of(self)  # the config, step, t (the updates plus any extract() steps) and every declared piece
+    state_dict = state_of  # the config, step, t (the updates plus any extract() steps) and every declared piece
 
     def load_state_dict(self, state: dict) -> None:
         older = torch.tensor(float(state.get("schedule_t", state["step"])))  # a file older than t: schedule_t or step

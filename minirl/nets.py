@@ -49,6 +49,12 @@ def _float32(x: torch.Tensor) -> bool:
     return torch.is_autocast_enabled(x.device.type)
 
 
+def obs_tensor(obs, device) -> torch.Tensor:
+    """Observations as ``act()`` takes them (an array or list: one ``(obs_dim,)`` or a batch ``(B, obs_dim)``), as a
+    float32 tensor on ``device``."""
+    return torch.as_tensor(np.asarray(obs, dtype=np.float32), device=device)
+
+
 def batch_mean(x: torch.Tensor, dims: int = 1) -> torch.Tensor:
     """``E`` over the batch: the mean over the last ``dims`` axes (the batch, and any axes within a sample), which is
     ``x.mean()`` for one agent; for a stack of seeds (:mod:`minirl.seeds`, a leading axis ``K``) each seed's mean,

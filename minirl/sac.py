@@ -92,11 +92,7 @@ class SAC:
         self.step += 1
         return {"critic_loss": critic_loss.detach(), "actor_loss": actor_loss.detach(), "alpha": alpha}
 
-    def state_dict(self) -> dict:
-        return state_of(self)  # the config, the step and every declared piece
-
-    def load_state_dict(self, state: dict) -> None:
-        load_state(self, state)
+    state_dict, load_state_dict = state_of, load_state  # its declared pieces, counters and config (minirl.agent)
 
 
 class ReplayBuffer:

@@ -37,10 +37,10 @@ from typing import Literal
 import numpy as np
 import torch
 
-from .agent import load_state, state_of
+from .agent import load_state, periodic, state_of
 from .config import AT_LEAST_ONE, LAYERS, NON_NEGATIVE, POSITIVE, check_fields, interval
 from .iql import critic_loss  # sum_i E (Q_i(s, a) - y)^2: the same regression in both papers
-from .nets import CriticEnsemble, DeterministicActor, adam, batch_mean, soft_update
+from .nets import CriticEnsemble, DeterministicActor, adam, batch_mean, obs_tensor, soft_update
 
 
 @dataclass
@@ -97,6 +97,7 @@ class TD3BC:
     seed_axis = True  # its update runs on K seeds stacked (minirl.seeds): the losses broadcast over a leading axis
     modules = ("actor", "actor_target", "critic", "critic_target")  # its pieces by name (minirl.agent)
     optimizers, tensors, counters = ("actor_opt", "critic_opt"), (), ("step",)
+    capture_problem = periodic("policy_freq")  # a CUDA graph replays no "every d-th step" (minirl.devices)
 
     def __init__(self, obs_dim: int, act_dim: int, action_low=None, action_high=None,
                  config: TD3BCConfig | None = None, device: str = "cpu"):
@@ -142,19 +143,8 @@ class TD3BC:
             logs |= {"actor_loss": loss_pi.detach(), "q_pi": q_pi.detach().mean()}
         return logs
 
-    def capture_problem(self) -> str | None:
-        """Why this agent's update cannot be replayed as a CUDA graph (``minirl.devices.CapturedStep``), or None."""
-        if self.cfg.policy_freq != 1:  # a graph replays the branch taken when it was recorded
-            return f"policy_freq={self.cfg.policy_freq} is a Python branch on the step count"
-        return None
-
     @torch.no_grad()
     def act(self, obs: np.ndarray, deterministic: bool = True) -> np.ndarray:
-        o = torch.as_tensor(np.asarray(obs, dtype=np.float32), device=self.device)
-        return self.actor(o).cpu().numpy()
+        return self.actor(obs_tensor(obs, self.device)).cpu().numpy()
 
-    def state_dict(self) -> dict:
-        return state_of(self)  # the config, the step and every declared piece
-
-    def load_state_dict(self, state: dict) -> None:
-        load_state(self, state)
+    state_dict, load_state_dict = state_of, load_state  # its declared pieces, counters and config (minirl.agent)
