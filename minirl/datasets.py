@@ -82,7 +82,7 @@ def get_task(name: str) -> Task:
     if name.startswith(MINARI):
         return _minari_task(name)
     if maze.is_maze_name(name):
-        return _maze_task(name)
+        return _maze_task(maze.parse(name, kind_required=False))
     task = name.split("-", 1)[0]
     if task not in TASKS:
         raise ValueError(f"unknown task {task!r}; expected one of {sorted(TASKS)}")
@@ -97,12 +97,11 @@ def get_task(name: str) -> Task:
                 m["replay"] if shipped else None, m.get("full_replay"))
 
 
-def _maze_task(name: str) -> Task:
-    """A PointMaze singletask task (:mod:`minirl.maze`), from a dataset name or the task's own name
+def _maze_task(m: maze.MazeName) -> Task:
+    """A PointMaze singletask task (:mod:`minirl.maze`), from a parsed dataset name or the task's own name
     (``pointmaze-medium-singletask-task1``): OGBench's environment, and the returns of never reaching the goal
     (-1000) and of the noise-free waypoint controller as the random and expert references."""
-    m = maze.parse(name, kind_required=False)
-    never, oracle = maze.reference_returns(name)
+    never, oracle = maze.reference_returns(m)
     return Task(m.task_name, m.env_id, never, oracle, {k: maze.full_size(k) for k in maze.KINDS}, "", None, (),
                 {"maze": m.maze, "task": m.task})
 
@@ -168,11 +167,35 @@ def dataset_names() -> list[str]:
     return [f"{t}-{tier}" for t in available_tasks() for tier in task_tiers(get_task(t))] + maze.dataset_names()
 
 
-def parse_name(name: str) -> tuple[Task, str]:
+@dataclass(frozen=True)
+class DatasetName:
+    """A dataset's name parsed once (:func:`parse`): what :func:`minirl.runs.run` passes on to the data
+    (:func:`load_dataset`), to the algorithms' settings for its kind of task and to the evaluation, instead of the
+    name string read again at each of them. Every function here that takes a dataset name takes one."""
+    name: str                       # as written: "hopper-medium-replay", "pointmaze-medium-stitch-singletask-task1"
+    task: Task                      # its environment, reference returns and sizes
+    tier: str                       # "medium-replay", ...; a maze's dataset type ("stitch", "navigate"); "minari"
+    domain: str                     # the kind of task: "pendulum", "hopper", "maze" or "minari"
+    maze: maze.MazeName | None = None  # a maze dataset's maze, type and task
+
+    @property
+    def env_id(self) -> str:
+        return self.task.env_id
+
+    def __str__(self) -> str:
+        return self.name
+
+
+def parse(name: str | DatasetName) -> DatasetName:
+    """Dataset ``name`` parsed and checked (a ``ValueError`` or ``FileNotFoundError`` saying what is wrong, an
+    ``ImportError`` for ``minari:`` without the package); a :class:`DatasetName` is returned as it is."""
+    if isinstance(name, DatasetName):
+        return name
     if name.startswith(MINARI):
-        return get_task(name), "minari"
+        return DatasetName(name, get_task(name), "minari", "minari")
     if maze.is_maze_name(name):  # pointmaze-<maze>-<kind>-singletask-task<k>: the tier is the kind
-        return get_task(name), maze.parse(name).kind
+        m = maze.parse(name)
+        return DatasetName(name, _maze_task(m), m.kind, "maze", m)
     task, _, tier = name.partition("-")
     if tier not in TIERS:
         raise ValueError(f"unknown dataset {name!r}: the tier must be one of {TIERS}, e.g. 'pendulum-medium'")
@@ -184,7 +207,13 @@ def parse_name(name: str) -> tuple[Task, str]:
         raise ValueError(f"dataset {name!r} is not available yet: task {task!r} has no expert behaviour policy "
                          f"(its SAC run stopped at {t.info.get('sac_run_steps')} steps); available: "
                          f"{[f'{task}-{x}' for x in task_tiers(t)]}")
-    return t, tier
+    return DatasetName(name, t, tier, t.name)
+
+
+def parse_name(name: str | DatasetName) -> tuple[Task, str]:
+    """``(task, tier)`` of dataset ``name`` (:func:`parse`)."""
+    d = parse(name)
+    return d.task, d.tier
 
 
 def normalized_score(task: str | Task, returns):
@@ -196,7 +225,7 @@ def normalized_score(task: str | Task, returns):
     return 100.0 * (np.asarray(returns, dtype=float) - t.ref_random) / (t.ref_expert - t.ref_random)
 
 
-def full_size(name: str) -> int:
+def full_size(name: str | DatasetName) -> int:
     task, tier = parse_name(name)
     if tier == "medium-expert":
         return task.sizes["medium"] + task.sizes["expert"]
@@ -207,22 +236,23 @@ def full_size(name: str) -> int:
     return task.sizes[tier]  # (a Minari dataset: sizes["minari"], its total steps)
 
 
-def recipe_key(name: str) -> str:
+def recipe_key(name: str | DatasetName) -> str:
     """A short hash of everything dataset ``name`` is made from: the recipe version, the environment, and the bytes
     of the snapshots it rolls out (with their shares, for medium-replay), and the versions of gymnasium, MuJoCo and
     torch (they step the environment and run the policy). Re-exported behaviour policies and upgraded packages
     therefore never reuse a stale cache. A Minari dataset's key covers the bytes of its files
     (:func:`minirl.minari_io.content_sha256`), so a dataset made again under the same id is converted again."""
     from . import versions
-    task, tier = parse_name(name)
-    if maze.is_maze_name(name):  # the trajectories' recipe and versions, the relabelling; the task is in the name
-        return maze.dataset_key(task.info["maze"], tier)
+    d = parse(name)
+    task, tier = d.task, d.tier
+    if d.maze is not None:  # the trajectories' recipe and versions, the relabelling; the task is in the name
+        return maze.dataset_key(d.maze.maze, tier)
     made_with = "|".join(f"{p}={(v or '').split('+')[0]}" for p, v in versions().items()
                          if p in ("gymnasium", "mujoco", "torch"))
     h = hashlib.sha1(f"{RECIPE_VERSION}|{task.env_id}|{tier}|{made_with}".encode())
     if tier == "minari":  # what it records and what it holds: the same id made again is another dataset
         from .minari_io import content_sha256, minari_info
-        dataset_id = name[len(MINARI):]
+        dataset_id = d.name[len(MINARI):]
         h.update(json.dumps(minari_info(dataset_id), sort_keys=True).encode())
         h.update(content_sha256(dataset_id).encode())
     elif tier == "medium-expert":
@@ -241,19 +271,20 @@ def recipe_key(name: str) -> str:
     return h.hexdigest()[:10]
 
 
-def cache_path(name: str, n_transitions: int | None = None) -> Path:
+def cache_path(name: str | DatasetName, n_transitions: int | None = None) -> Path:
     """Where dataset ``name`` with ``n_transitions`` (default: full size) is cached."""
-    n = full_size(name) if n_transitions is None else n_transitions
-    return data_dir() / f"{file_stem(name)}-n{n}-{recipe_key(name)}.npz"
+    d = parse(name)
+    n = full_size(d) if n_transitions is None else n_transitions
+    return data_dir() / f"{file_stem(d.name)}-n{n}-{recipe_key(d)}.npz"
 
 
-def file_stem(name: str) -> str:
+def file_stem(name: str | DatasetName) -> str:
     """Dataset ``name`` as one file or folder name: a Minari id's ``:`` and ``/`` become ``-``
     (``minari:minirl/hopper/replay-150k-v0`` -> ``minari-minirl-hopper-replay-150k-v0``); minirl's own names are kept."""
-    return name.replace(":", "-").replace("/", "-")
+    return str(name).replace(":", "-").replace("/", "-")
 
 
-def make_dataset(name: str, n_transitions: int | None = None, progress: bool = True) -> OfflineDataset:
+def make_dataset(name: str | DatasetName, n_transitions: int | None = None, progress: bool = True) -> OfflineDataset:
     """Generate dataset ``name`` with ``n_transitions`` (default: its full size); only ``medium-expert`` reads and
     fills the cache, for its two parts.
 
@@ -263,13 +294,14 @@ def make_dataset(name: str, n_transitions: int | None = None, progress: bool = T
     from .behavior import load_actor, rollout
     from .utils import make_env  # gymnasium and torch only when data is made
 
-    task, tier = parse_name(name)
-    total = full_size(name)
+    d = parse(name)
+    task, tier, name = d.task, d.tier, d.name
+    total = full_size(d)
     n = total if n_transitions is None else int(n_transitions)
     if not 1 <= n <= total:
         raise ValueError(f"n_transitions must be between 1 and {total} for {name!r}, got {n_transitions}")
-    if maze.is_maze_name(name):  # the first ceil(n / T) trajectories (cached once for all five tasks), relabelled
-        return OfflineDataset(**maze.make(name, n, cache_dir=data_dir(), progress=progress),
+    if d.maze is not None:  # the first ceil(n / T) trajectories (cached once for all five tasks), relabelled
+        return OfflineDataset(**maze.make(d.maze, n, cache_dir=data_dir(), progress=progress),
                               action_low=-1.0, action_high=1.0)
     if tier == "minari":  # converted from Minari's local storage; a smaller dataset is its first n transitions
         from .minari_io import from_minari
@@ -433,18 +465,18 @@ def _reference_checksums() -> dict:
     return json.loads(CHECKSUMS.read_text()) if CHECKSUMS.exists() else {}
 
 
-def reference_checksum(name: str, n_transitions: int | None = None) -> dict | None:
+def reference_checksum(name: str | DatasetName, n_transitions: int | None = None) -> dict | None:
     """The :func:`checksum` recorded for dataset ``name`` at ``n_transitions`` (default: full size) in
     ``assets/datasets/checksums.json``, or ``None`` when none is recorded."""
     n = full_size(name) if n_transitions is None else int(n_transitions)
-    return _reference_checksums().get(_checksum_key(name, n))
+    return _reference_checksums().get(_checksum_key(str(name), n))
 
 
-def check_against_reference(name: str, record: dict) -> str | None:
+def check_against_reference(name: str | DatasetName, record: dict) -> str | None:
     """Compare a dataset's :func:`checksum` with the recorded one: a :class:`DatasetDriftWarning` (one line naming
     the dataset and the largest difference) when they differ. Returns ``"same"``, ``"differs"`` or ``None`` (none
     recorded)."""
-    ref = _reference_checksums().get(_checksum_key(name, record["transitions"]))
+    ref = _reference_checksums().get(_checksum_key(str(name), record["transitions"]))
     if ref is None:
         return None
     diff = checksum_difference(record, ref)
@@ -487,7 +519,7 @@ def record_checksums(names, n_transitions: int | None = None, progress: bool = T
     return entries
 
 
-def load_dataset(name: str, n_transitions: int | None = None, progress: bool = True) -> OfflineDataset:
+def load_dataset(name: str | DatasetName, n_transitions: int | None = None, progress: bool = True) -> OfflineDataset:
     """Dataset ``name`` from the cache, making (and caching) it on first use.
 
     ``n_transitions`` picks a smaller version (what the ``smoke`` scale uses); ``None`` is the full dataset.
@@ -498,6 +530,7 @@ def load_dataset(name: str, n_transitions: int | None = None, progress: bool = T
     """
     from .config import UserError
     from .data import atomic_write
+    name = parse(name)  # once: what follows takes the parsed name
     path = cache_path(name, n_transitions)
     record_path = path.with_suffix(".json")
     if path.exists():
@@ -520,32 +553,32 @@ def load_dataset(name: str, n_transitions: int | None = None, progress: bool = T
     return ds
 
 
-def dataset_info(name: str, n_transitions: int | None = None, progress: bool = True) -> dict:
+def dataset_info(name: str | DatasetName, n_transitions: int | None = None, progress: bool = True) -> dict:
     """Transitions, episodes, returns and normalised scores of a dataset (made if needed): the mean episode's score,
     the best episode's, and the mean score of the best 10% of episodes, the data of 10%BC
     (:meth:`~minirl.data.OfflineDataset.best_episodes`). A maze dataset's episodes are its generator's whole
     trajectories (:func:`minirl.maze.trajectory_stats`, :func:`minirl.maze.best_trajectories`)."""
-    task, _ = parse_name(name)
-    ds = load_dataset(name, n_transitions, progress)
-    if maze.is_maze_name(name):  # D4RL's episodes are cut at the goal's terminals: count whole trajectories
+    d = parse(name)
+    task, m = d.task, d.maze
+    ds = load_dataset(d, n_transitions, progress)
+    if m is not None:  # D4RL's episodes are cut at the goal's terminals: count whole trajectories
         stats, best10 = maze.trajectory_stats(ds), maze.trajectory_stats(maze.best_trajectories(ds, 0.1))
     else:
         stats, best10 = ds.return_stats(), ds.best_episodes(0.1).return_stats()
-    ref = reference_checksum(name, len(ds))
+    ref = reference_checksum(d, len(ds))
     stats["sha256"] = ds.fingerprint()  # and whether it is the recorded one (assets/datasets/checksums.json)
     stats["recorded_checksum"] = None if ref is None else "same" if ref["sha256"] == stats["sha256"] else "differs"
     stats["normalized_score_mean"] = float(normalized_score(task, stats["return_mean"]))
     stats["normalized_score_max"] = float(normalized_score(task, stats["return_max"]))
     stats["best_10pct_episodes"] = best10["episodes"]
     stats["best_10pct_normalized_score_mean"] = float(normalized_score(task, best10["return_mean"]))
-    if maze.is_maze_name(name):  # the recipe, and what the data holds towards this task's goal
-        m = maze.parse(name)
+    if m is not None:  # the recipe, and what the data holds towards this task's goal
         traj = maze.load_trajectories(m.maze, m.kind, -(-len(ds) // maze.LENGTH[m.kind]), data_dir())
         stats["maze"] = {"recipe": maze.recipe(m.maze, m.kind), "trajectories": len(traj["observations"]),
                          "trajectories_sha256": maze.fingerprint(traj), "success_transitions": int(ds.terminals.sum()),
                          "coverage": maze.coverage(traj)[m.task - 1], "evaluation": f"{m.env_id}, success rate over "
                          f"{maze.EVAL_EPISODES} episodes (minirl.evaluation.success_rate)"}
-    return {"name": name, **stats}
+    return {"name": d.name, **stats}
 
 
 def episode_summary(names, n_transitions: int | None = None) -> str:

@@ -135,10 +135,15 @@ def is_maze_name(name: str) -> bool:
     return name.startswith("pointmaze-")
 
 
-def parse(name: str, kind_required: bool = True) -> MazeName:
+def parse(name: str | MazeName, kind_required: bool = True) -> MazeName:
     """``pointmaze-<maze>-<kind>-singletask-task<k>`` (a dataset) or, with ``kind_required=False``, also
     ``pointmaze-<maze>-singletask-task<k>`` (a task; its ``kind`` is then ``""``). A bad name is a one-line
-    ``ValueError`` naming the field that is wrong and what was expected."""
+    ``ValueError`` naming the field that is wrong and what was expected. A :class:`MazeName` (parsed already, e.g.
+    :attr:`minirl.datasets.DatasetName.maze`) is returned as it is: every function here that takes a name takes one."""
+    if isinstance(name, MazeName):
+        if kind_required and not name.kind:
+            raise ValueError(f"{name.task_name!r} names a task, not a maze dataset: {FORM} has a dataset type")
+        return name
     parts = name.split("-")
     if not kind_required and len(parts) == 4:
         parts = parts[:2] + [""] + parts[2:]
@@ -490,7 +495,7 @@ def best_trajectories(ds, fraction: float = 0.1):
                           action_low=ds.action_low, action_high=ds.action_high)
 
 
-def goal_pieces(ds, name: str, from_start_cell: bool = False):
+def goal_pieces(ds, name: str | MazeName, from_start_cell: bool = False):
     """The pieces of the data that reach the goal of ``name``'s task: goal-BC's data (``--algo goal-bc``).
 
     One rule for every maze dataset. The singletask relabelling ends a D4RL episode at each goal state, so a piece
@@ -520,7 +525,7 @@ def goal_pieces(ds, name: str, from_start_cell: bool = False):
         pieces += 1
     if not pieces:
         where = "from the task's start cell " if from_start_cell else ""
-        raise ValueError(f"{name}: no piece of the data runs {where}to the goal of task {m.task} "
+        raise ValueError(f"{m.name}: no piece of the data runs {where}to the goal of task {m.task} "
                          f"(start cell {tuple(start_cell.tolist())}, goal cell {lay.tasks[m.task - 1][1]})")
     return OfflineDataset(observations=ds.observations[rows], actions=ds.actions[rows], rewards=ds.rewards[rows],
                           next_observations=ds.next_observations[rows], terminals=ds.terminals[rows],
@@ -528,7 +533,7 @@ def goal_pieces(ds, name: str, from_start_cell: bool = False):
                           action_low=ds.action_low, action_high=ds.action_high)
 
 
-def make(name: str, n_transitions: int | None = None, cache_dir: str | Path | None = None,
+def make(name: str | MazeName, n_transitions: int | None = None, cache_dir: str | Path | None = None,
          progress: bool = False) -> dict:
     """The D4RL dict of maze dataset ``name`` with ``n_transitions`` (default: 1,000,000): the first
     ``ceil(n / T)`` trajectories, relabelled for the name's task. A smaller dataset is a prefix of the full one."""
@@ -537,7 +542,7 @@ def make(name: str, n_transitions: int | None = None, cache_dir: str | Path | No
     full = TRAJECTORIES[m.kind] * length
     n = full if n_transitions is None else int(n_transitions)
     if not 1 <= n <= full:
-        raise ValueError(f"n_transitions must be between 1 and {full} for {name!r}, got {n_transitions}")
+        raise ValueError(f"n_transitions must be between 1 and {full} for {m.name!r}, got {n_transitions}")
     traj = load_trajectories(m.maze, m.kind, math.ceil(n / length), cache_dir, progress)
     return singletask(traj, m.task, n)
 
@@ -624,7 +629,7 @@ def oracle(name: str):
     return policy
 
 
-def reference_returns(name: str) -> tuple[float, float]:
+def reference_returns(name: str | MazeName) -> tuple[float, float]:
     """``(never, oracle)``: the return of a policy that never reaches the goal (-1000) and the oracle's mean return
     over the 50 evaluation episodes (:data:`ORACLE_RETURNS`), the 0 and 100 of normalised scores."""
     m = parse(name, kind_required=False)

@@ -123,11 +123,13 @@ DOMAIN_CONFIG = {("iql", "maze"): {"expectile": 0.9, "beta": 10.0, "reward_scale
                  ("cql", "maze"): _CQL_MAZE, ("cql-lagrange", "maze"): _CQL_MAZE}
 
 
-def domain_config(algo: str, dataset: str) -> dict:
+def domain_config(algo: str, dataset) -> dict:
     """The config fields the papers set for ``algo`` on ``dataset``'s kind of task (:data:`DOMAIN_CONFIG`); ``{}`` where
-    the algorithm's defaults are the paper's."""
-    from .maze import is_maze_name
-    return dict(DOMAIN_CONFIG.get((algo, "maze" if is_maze_name(dataset) else None), {}))
+    the algorithm's defaults are the paper's, and for a file of your own (``dataset`` None). ``dataset``: a name or
+    its :class:`minirl.datasets.DatasetName`."""
+    from .datasets import parse
+    domain = None if dataset is None else parse(dataset).domain
+    return dict(DOMAIN_CONFIG.get((algo, domain), {}))
 
 
 def check_algo(algo: str) -> str:
@@ -243,6 +245,7 @@ class RunPlan:
     compile: bool | str
     capture: bool = False          # each step replayed as a CUDA graph (train(capture=True))
     file_data: OfflineDataset | None = dataclasses.field(default=None, repr=False)  # --dataset FILE, read and checked
+    named: object = None           # a named dataset parsed once (minirl.datasets.DatasetName); None: a file of your own
 
     def settings(self) -> dict:
         """What ``config.json``, the checkpoints and ``agent.pt`` record about the run."""
@@ -277,7 +280,7 @@ def plan_run(algo: str, dataset: str, *, scale: str | None = None, steps: int | 
 
     check_algo(algo)
     sc = get_scale(scale)
-    file_data = None
+    file_data = named = None
     if is_data_file(dataset):
         if env is None and evaluate:
             raise UserError(f"--dataset {dataset} is a file of your own: pass --env ENV_ID, the gymnasium environment "
@@ -288,11 +291,12 @@ def plan_run(algo: str, dataset: str, *, scale: str | None = None, steps: int | 
         if env is not None:
             raise UserError(f"--env is for a dataset file of your own (PATH.npz or PATH.hdf5); {dataset} names its "
                             f"environment itself")
-        task = check_dataset(dataset)
+        named = check_dataset(dataset)  # parsed once: the plan carries it to the data and the settings
+        task = named.task
         if task.ref_random is None and not raw_returns:
             raise UserError(f"{dataset} records no reference returns (ref_min_score / ref_max_score), so it has no "
                             f"normalised score: pass --raw-returns to train and evaluate with raw returns")
-        env_id, task_name, size = task.env_id, None if raw_returns else task.name, datasets.full_size(dataset)
+        env_id, task_name, size = task.env_id, None if raw_returns else task.name, datasets.full_size(named)
     steps = sc.steps_for(algo) if steps is None else at_least("--steps", steps, 1)
     at_least("--seed", seed, 0)
     batch_size = sc.batch_size if batch_size is None else at_least("--batch-size", batch_size, 1)
@@ -315,7 +319,7 @@ def plan_run(algo: str, dataset: str, *, scale: str | None = None, steps: int | 
         raise UserError(f"--compile mode must be one of {', '.join(COMPILE_MODES)}, got {compile!r}"
                         f"{did_you_mean(compile, COMPILE_MODES)}")
     # the paper's settings for this kind of task, the scale's sizes, then the user's settings
-    overrides = {**domain_config(algo, dataset), **sc.config_for(algo), **(overrides or {})}
+    overrides = {**domain_config(algo, named), **sc.config_for(algo), **(overrides or {})}
     if "max_steps" in _config_fields(algo):  # schedules (e.g. IQL's cosine actor lr) must know the run's length
         overrides.setdefault("max_steps", steps)
     plan = RunPlan(algo=algo, dataset=dataset, scale=sc, steps=steps, seed=seed, device=device,
@@ -326,10 +330,9 @@ def plan_run(algo: str, dataset: str, *, scale: str | None = None, steps: int | 
                    eval_episodes=eval_episodes, checkpoint_every=checkpoint_every, log_every=log_every, resume=resume,
                    overwrite=overwrite,
                    precision=resolved, requested_precision=requested, threads=threads, compile=compile,
-                   capture=capture, file_data=file_data)
+                   capture=capture, file_data=file_data, named=named)
     if getattr(plan.config, "goal_pieces", "off") != "off":
-        from .maze import is_maze_name
-        if not is_maze_name(dataset):
+        if named is None or named.maze is None:
             raise UserError(f"{algo} clones the pieces of a maze's data that reach its goal: it needs a maze dataset "
                             f"(pointmaze-...), got {dataset!r}")
     if plan.batch_size > plan.transitions:
@@ -337,7 +340,7 @@ def plan_run(algo: str, dataset: str, *, scale: str | None = None, steps: int | 
                         f"transitions of {dataset} at the {sc.name} scale); use at most {plan.transitions:,d}")
     _check_out(plan, override)
     if file_data is None:
-        cache = datasets.cache_path(dataset, plan.transitions)
+        cache = datasets.cache_path(named, plan.transitions)
         if not cache.exists():
             check_writable(cache.parent, f"the dataset cache (MINIRL_DATA={datasets.data_dir()})")
     return plan
@@ -418,12 +421,12 @@ def _file_dims(path: Path) -> tuple[int, int] | None:
 
 
 def check_dataset(name: str):
-    """The task of dataset ``name`` (see :mod:`minirl.datasets`); a :class:`UserError` with the nearest name when
-    there is no such dataset, or saying why it is not available yet."""
+    """Dataset ``name`` parsed (a :class:`minirl.datasets.DatasetName`: its task, tier and kind of task); a
+    :class:`UserError` with the nearest name when there is no such dataset, or saying why it is not available yet."""
     from . import datasets
     names = datasets.dataset_names()
     try:
-        return datasets.parse_name(name)[0]
+        return datasets.parse(name)
     except ImportError as e:  # minari:<id> without the minari package
         raise UserError(str(e)) from None
     except (ValueError, FileNotFoundError) as e:
@@ -556,15 +559,16 @@ def _run_held(plans: list, group: bool, seed_list: list, *, overrides, device, c
         data = plan.file_data
         raw = full = data if plan.transitions == len(data) else data.take(plan.transitions)
     else:
-        raw = full = datasets.load_dataset(plan.dataset, plan.transitions, progress=progress)
+        raw = full = datasets.load_dataset(plan.named, plan.transitions, progress=progress)
+    maze_name = None if plan.named is None else plan.named.maze
     if getattr(plan.config, "top_fraction", 1.0) < 1.0:  # filtered BC (10%BC): only the best episodes
         from . import maze  # a maze dataset's episodes end at goal states: 10%BC ranks whole trajectories there
         fraction = plan.config.top_fraction
-        raw = maze.best_trajectories(raw, fraction) if maze.is_maze_name(plan.dataset) else raw.best_episodes(fraction)
+        raw = maze.best_trajectories(raw, fraction) if maze_name is not None else raw.best_episodes(fraction)
     if getattr(plan.config, "goal_pieces", "off") != "off":  # goal-BC, path-BC: only the pieces that reach the goal
         from . import maze
         try:
-            raw = maze.goal_pieces(raw, plan.dataset, from_start_cell=plan.config.goal_pieces == "from_start")
+            raw = maze.goal_pieces(raw, maze_name, from_start_cell=plan.config.goal_pieces == "from_start")
         except ValueError as e:
             raise UserError(str(e)) from None
     agents = []
@@ -601,7 +605,7 @@ def _run_held(plans: list, group: bool, seed_list: list, *, overrides, device, c
     print(f"minirl train: algo={plan.algo} dataset={plan.dataset} ({len(raw)} transitions) scale={plan.scale.name} "
           f"steps={plan.steps} {seeds_text} device={device} precision={plan.precision} "
           f"threads={settings['threads']} out={outs_text}")
-    domain = {k: v for k, v in domain_config(plan.algo, plan.dataset).items() if k not in (overrides or {})}
+    domain = {k: v for k, v in domain_config(plan.algo, plan.named).items() if k not in (overrides or {})}
     if domain:
         print(f"  the paper's settings for {plan.algo} on a maze: " + ", ".join(f"{k}={v}" for k, v in domain.items()))
     if getattr(plan.config, "lagrange", False) and plan.precision == "bf16":
@@ -688,7 +692,7 @@ def load_agent(run_dir: str | os.PathLike, device: str = "cpu") -> LoadedAgent:
     """Rebuild the agent a run trained, from ``run_dir/config.json`` and ``run_dir/agent.pt`` (or, for a run that
     was interrupted, its latest ``checkpoint.pt``). The networks' sizes come from the environment named by the
     dataset, so no data is loaded."""
-    from .datasets import parse_name
+    from .datasets import parse
     run_dir = Path(run_dir)
     if not (run_dir / "config.json").is_file():
         raise UserError(f"{run_dir} is not a run directory (no config.json); `python -m minirl train ... --out DIR` "
@@ -708,7 +712,7 @@ def load_agent(run_dir: str | os.PathLike, device: str = "cpu") -> LoadedAgent:
     if "env_id" in settings:  # your own data (train --dataset FILE --env ID), or train() called from Python
         env_id, task_name = settings["env_id"], settings.get("task")
     else:
-        task = parse_name(dataset)[0]
+        task = parse(dataset).task
         env_id, task_name = task.env_id, task.name
     if "obs_dim" in settings:  # recorded: no environment needed to rebuild the networks
         obs_dim, act_dim, low, high = (settings[k] for k in ("obs_dim", "act_dim", "action_low", "action_high"))
