@@ -241,6 +241,8 @@ class Job:
     time_limit: float = DEFAULT_TIME_LIMIT  # seconds: the grader's --time-limit, else the notebook's own
     wall_limit: float = 0.0     # seconds on the clock for the whole child (one process: time_limit; a chain: more)
     writer: int = 0             # the process that sends the chain the reference's answers
+    mode: str = "tasks"         # tasks: each on the reference's earlier pieces; own: the notebook as the student runs it
+    own: Job | None = None      # the run on the student's own pieces, made where a task failed before another one
 
 
 def time_limit_of(spec: dict, time_limit: float | None) -> float:
@@ -268,19 +270,21 @@ def _start(job: Job, forbidden: list[str], use_fork: bool, hidden: list[str] | N
     result = os.path.join(job.tmp, "result.jsonl")
     job.started = time.monotonic()
     n_tasks = sum(1 for s in job.steps if s["kind"] == "answer")
-    job.wall_limit = time_limit * (sandbox.TASK_WALL_FACTOR * n_tasks + 1) if use_fork else time_limit
+    chain = use_fork and job.mode == "tasks"
+    job.wall_limit = time_limit * (sandbox.TASK_WALL_FACTOR * n_tasks + 1) if chain else time_limit
     if use_fork:
         sys.stdout.flush()
         sys.stderr.flush()
-        ref_r, ref_w = os.pipe()
-        with contextlib.suppress(OSError, AttributeError):
+        ref_r, ref_w = os.pipe() if chain else (None, None)
+        with contextlib.suppress(OSError, AttributeError, TypeError):
             import fcntl
             fcntl.fcntl(ref_w, fcntl.F_SETPIPE_SZ, 1 << 20)
         pid = os.fork()
-        if pid == 0:  # the child: the chain of the reference's cells, each task in a process of its own
-            code = 0
+        if pid == 0:  # the child: the chain of the reference's cells, each task in a process of its own (or, for
+            code = 0  # the run on the student's own pieces, the whole notebook in this one)
             try:
-                os.close(ref_w)
+                if chain:
+                    os.close(ref_w)
                 sandbox.run_child(job.steps, work, result, forbidden, time_limit, hidden, root, ref_r)
             except BaseException:  # noqa: BLE001 - a grader bug: leave a trace, never return into the parent's code
                 code = 70
@@ -290,8 +294,10 @@ def _start(job: Job, forbidden: list[str], use_fork: bool, hidden: list[str] | N
                         traceback.print_exc(file=f)
             finally:
                 os._exit(code)
-        os.close(ref_r)
-        job.pid, job.writer = pid, _send_reference_answers(job, ref_w)
+        job.pid = pid
+        if chain:
+            os.close(ref_r)
+            job.writer = _send_reference_answers(job, ref_w)
     else:
         job_path = os.path.join(job.tmp, "job.json")
         Path(job_path).write_text(json.dumps({"steps": job.steps, "work": work, "result": result,
@@ -414,13 +420,34 @@ def run_jobs(jobs: list[Job], forbidden: list[str], parallel: int = 2, use_fork:
                 job.elapsed = time.monotonic() - job.started
                 running.remove(job)
                 judge(job)  # while the other children run
-                if progress:
+                if use_fork and job.mode == "tasks" and _needs_own_run(job):
+                    job.own = Job(job.student, job.notebook, job.path, job.spec, steps=job.steps, found=job.found,
+                                  time_limit=job.time_limit, mode="own")
+                    pending.insert(0, job.own)
+                if progress and job.mode == "tasks":
                     progress(job)
             elif time.monotonic() - job.started > (job.wall_limit or job.time_limit):
                 job.timed_out = True
                 _kill(job)
     if not any(j.tmp for j in jobs):
         os.rmdir(root)
+
+
+def _needs_own_run(job: Job) -> bool:
+    """Whether a task that is not passed comes before another task: only then can the student's own earlier pieces
+    give a later task another verdict than the reference's pieces did."""
+    rows = [r for r in results_of(job) if r.level != "written"]
+    return any(not r.passed for r in rows[:-1])
+
+
+def _own_note(row: TaskResult, own: TaskResult) -> str:
+    """The message's note where the run on the student's own earlier answers gave the task another verdict."""
+    if (own.status, own.checks_passed) == (row.status, row.checks_passed):
+        return ""
+    what = own.short if own.status != "passed" else "passed"
+    why = f" ({own.message[:160]})" if own.message and own.status != "passed" else ""
+    return (f"with your own earlier answers, as your notebook runs it: {what}{why} (graded on the reference's "
+            "earlier answers, so a bug costs only the task that has it)")
 
 
 _STUDENT_TYPES = ("start", "end", "violation", "probe")
@@ -703,11 +730,19 @@ def results_of(job: Job) -> list[TaskResult]:
     for r in rows:
         if r.task in job.found["flags"]:
             r.message = "; ".join(m for m in (r.message, job.found["flags"][r.task]) if m)
+    if job.own is not None and job.own.tmp:
+        own = {o.task: o for o in results_of(job.own)}
+        for r in rows:
+            note = _own_note(r, own[r.task]) if r.task in own and r.level != "written" else ""
+            if note:
+                r.message = "; ".join(m for m in (r.message, note) if m)
     return rows
 
 
 def cleanup(job: Job) -> None:
-    """Remove ``job``'s folder, and the grading run's folder once it is empty."""
+    """Remove ``job``'s folder (and its run on the student's own pieces), and the grading run's folder once empty."""
+    if job.own is not None:
+        cleanup(job.own)
     if job.tmp:
         import shutil
         shutil.rmtree(job.tmp, ignore_errors=True)
