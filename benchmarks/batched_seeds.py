@@ -34,8 +34,7 @@ ALGOS = ("iql", "bc", "cql", "bcq")  # the algorithms with a seed axis (minirl.s
 
 def make_agents(data, k: int, device: str = "cpu", algo: str = "iql", **overrides) -> list:
     """K agents of ``algo`` with the paper's settings (and ``overrides``), seeded 0..K-1."""
-    if "max_steps" in runs._config_fields(algo):
-        overrides = {"max_steps": 1_000_000, **overrides}
+    overrides = {**runs.algorithm(algo).for_steps(1_000_000), **overrides}
     agents = []
     for seed in range(k):
         torch.manual_seed(seed)

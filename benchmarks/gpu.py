@@ -52,6 +52,7 @@ import time
 import traceback
 from dataclasses import asdict
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import torch
@@ -95,9 +96,7 @@ def module_tensors(agent) -> list[torch.Tensor]:
 
 def make_single(algo: str, data, device: str, sizes: str, **overrides):
     """``algo`` at scale ``sizes``' network sizes, with a long schedule where the config has one."""
-    cfg = {**runs.get_scale(sizes).config_for(algo), **overrides}
-    if "max_steps" in runs._config_fields(algo):
-        cfg.setdefault("max_steps", 1_000_000)
+    cfg = {**runs.get_scale(sizes).config_for(algo), **runs.algorithm(algo).for_steps(1_000_000), **overrides}
     return runs.make_agent(algo, data, device, **cfg)[0]
 
 
@@ -297,7 +296,7 @@ def run_data(run: str, maze_dataset: str, maze_transitions: int | None, maze_set
     ``runs.run`` gives it. A maze is made here unless ``$MINIRL_DATA`` holds it (making it needs MuJoCo and
     ogbench)."""
     overrides = dict(overrides or {})
-    schedule = {"max_steps": max_steps} if "max_steps" in runs._config_fields(algo) else {}
+    schedule = runs.algorithm(algo).for_steps(max_steps)
     if run == "hopper":
         return TRAIN_DATASET, shipped_replay(TRAIN_DATASET), {**schedule, **overrides}, 256, overrides
     from minirl import datasets, maze
@@ -306,13 +305,12 @@ def run_data(run: str, maze_dataset: str, maze_transitions: int | None, maze_set
                          "pointmaze-medium-stitch-singletask-task1)")
     if maze_settings == "ogbench" and algo != "iql":
         raise ValueError(f"--maze-settings ogbench are OGBench's IQL settings; {algo} runs with --maze-settings cpu")
-    raw = datasets.load_dataset(maze_dataset, maze_transitions, progress=False)
-    fraction = getattr(runs.make_config(algo, {}), "top_fraction", 1.0)
-    if fraction < 1.0:
-        raw = maze.best_trajectories(raw, fraction)
-    pieces = getattr(runs.make_config(algo, {}), "goal_pieces", "off")
-    if pieces != "off":  # goal-BC and path-BC: the pieces of the data that reach the goal, as runs.run gives them
-        raw = maze.goal_pieces(raw, maze_dataset, from_start_cell=pieces == "from_start")
+    named = datasets.parse(maze_dataset)
+    raw = datasets.load_dataset(named, maze_transitions, progress=False)
+    entry = runs.algorithm(algo)
+    if entry.data is not None:  # 10%BC's best trajectories, goal-BC's pieces: what runs.run trains on
+        plan = SimpleNamespace(algo=algo, dataset=maze_dataset, named=named, config=runs.make_config(algo, {}))
+        raw = entry.data(raw, plan)
     if maze_settings == "ogbench":
         sizes, chosen, batch = {}, MAZE_SETTINGS, MAZE_BATCH
     else:

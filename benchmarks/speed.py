@@ -112,9 +112,8 @@ SIZES = "full"  # whose network sizes minirl's agents take: a scale name (--scal
 
 def make_minirl(algo: str, data: OfflineDataset, device: str, overrides: dict | None = None):
     """minirl's agent ``algo`` at the sizes of scale :data:`SIZES` (a long cosine schedule where the config has one)."""
-    overrides = {**runs.get_scale(SIZES).config_for(algo), **(overrides or {})}
-    if "max_steps" in runs._config_fields(algo):
-        overrides.setdefault("max_steps", 1_000_000)
+    overrides = {**runs.get_scale(SIZES).config_for(algo), **runs.algorithm(algo).for_steps(1_000_000),
+                 **(overrides or {})}
     return runs.make_agent(algo, data, device, **overrides)
 
 

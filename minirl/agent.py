@@ -22,11 +22,14 @@ declaration is an error, not a piece silently left out of checkpoints.
 Optional, read where present: ``cfg`` (the config dataclass), ``name`` (the progress bar's label), ``seed_axis = True``
 (the update runs on ``K`` seeds stacked, :mod:`minirl.seeds`) and ``capture_problem()`` (why a CUDA graph cannot
 replay the update, or None; it reads only ``cfg`` and the counters: :func:`periodic` makes the common one).
+
+An algorithm's file also says how :mod:`minirl.runs` trains it by name: a tuple ``ALGORITHMS`` of :class:`Algorithm`,
+one per ``--algo`` name built on its agent, with the settings and special cases that are the algorithm's own.
 """
 from __future__ import annotations
 
-from dataclasses import asdict, is_dataclass
-from typing import Protocol, runtime_checkable
+from dataclasses import asdict, dataclass, field, is_dataclass
+from typing import Callable, Mapping, Protocol, runtime_checkable
 
 import numpy as np
 import torch
@@ -141,3 +144,28 @@ def periodic(field: str):
         period = getattr(agent.cfg, field)
         return None if period == 1 else f"{field}={period} is a Python branch on the step count"
     return capture_problem
+
+
+@dataclass(frozen=True, eq=False)
+class Algorithm:
+    """One ``--algo`` name, declared in its algorithm's file (``ALGORITHMS``) and listed by
+    :data:`minirl.runs.ALGORITHMS`: the agent and config it builds, the config fields the name presets, the papers'
+    settings for a kind of task, and what is special about training it. The hooks take the run's
+    :class:`minirl.runs.RunPlan` (its ``algo``, ``dataset``, ``named``, ``config``, ``precision``)."""
+    name: str                       # the --algo name
+    agent: type                     # built as agent(obs_dim, act_dim, action_low, action_high, config, device)
+    config: type                    # its config dataclass
+    preset: Mapping = field(default_factory=dict)   # fields the name sets over the defaults (10%BC: top_fraction=0.1)
+    domains: Mapping = field(default_factory=dict)  # {kind of task: fields}: the papers' settings there ("maze")
+    steps_field: str | None = None  # the config field that takes the run's length (IQL's cosine schedule: max_steps)
+    data: Callable | None = None    # data(dataset, plan): what the agent trains on (10%BC: the best episodes)
+    check: Callable | None = None   # check(plan): a UserError before any work (goal-BC without a maze)
+    notes: Callable | None = None   # notes(plan): lines the run prints before training (CQL-Lagrange in bfloat16)
+
+    def for_domain(self, domain: str | None) -> dict:
+        """The config fields the papers set on ``domain``'s tasks (``{}`` where the defaults are the paper's)."""
+        return dict(self.domains.get(domain, {}))
+
+    def for_steps(self, steps: int) -> dict:
+        """The config fields that follow a run of ``steps`` updates (a schedule's length), ``{}`` for none."""
+        return {} if self.steps_field is None else {self.steps_field: steps}

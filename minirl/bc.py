@@ -26,8 +26,8 @@ from typing import Literal
 import numpy as np
 import torch
 
-from .agent import load_state, state_of
-from .config import LAYERS, POSITIVE, check_fields, interval
+from .agent import Algorithm, load_state, state_of
+from .config import LAYERS, POSITIVE, UserError, check_fields, interval
 from .nets import DeterministicActor, GaussianActor, adam, batch_mean, obs_tensor
 
 
@@ -94,3 +94,42 @@ class BC:
         return self.actor(obs_tensor(obs, self.device), deterministic).cpu().numpy()
 
     state_dict, load_state_dict = state_of, load_state  # its declared pieces, counters and config (minirl.agent)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# The --algo names built on BC (minirl.runs): what each clones
+# --------------------------------------------------------------------------------------------------------------
+
+def cloned_data(data, plan):
+    """The data BC clones in a run (:func:`minirl.runs.run`): all of it; the best ``top_fraction`` of its episodes by
+    return (10%BC; a maze dataset's episodes end at goal states, so there whole trajectories are ranked,
+    :func:`minirl.maze.best_trajectories`); or the pieces of a maze's data that reach its goal (goal-BC, path-BC)."""
+    from . import maze
+    cfg, at = plan.config, plan.named and plan.named.maze  # the maze, its type and task; None off a maze
+    if cfg.top_fraction < 1.0:
+        return maze.best_trajectories(data, cfg.top_fraction) if at else data.best_episodes(cfg.top_fraction)
+    if cfg.goal_pieces != "off":
+        try:
+            return maze.goal_pieces(data, at, from_start_cell=cfg.goal_pieces == "from_start")
+        except ValueError as e:  # no such piece in this dataset: said in one line
+            raise UserError(str(e)) from None
+    return data
+
+
+def needs_a_maze(plan) -> None:
+    """goal-BC and path-BC clone the pieces that reach a maze's goal: any other dataset is an error before any work."""
+    if plan.config.goal_pieces != "off" and (plan.named is None or plan.named.maze is None):
+        raise UserError(f"{plan.algo} clones the pieces of a maze's data that reach its goal: it needs a maze dataset "
+                        f"(pointmaze-...), got {plan.dataset!r}")
+
+
+ALGORITHMS = tuple(Algorithm(name, BC, BCConfig, preset, data=cloned_data, check=needs_a_maze) for name, preset in (
+    ("bc", {}),
+    # filtered BC: behaviour cloning on the best 10% of episodes by return (Chen et al. 2021), the baseline that
+    # tells whether an offline RL algorithm does more than pick the good episodes
+    ("10%bc", {"top_fraction": 0.1}),
+    # the maze's imitation controls: BC on the pieces of the data that reach the task's goal, and on their parts
+    # from the task's start cell (minirl.maze.goal_pieces; none exist on the stitch datasets)
+    ("goal-bc", {"goal_pieces": "reach"}),
+    ("path-bc", {"goal_pieces": "from_start"}),
+))

@@ -40,7 +40,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from .agent import load_state, state_of
+from .agent import Algorithm, load_state, state_of
 from .config import AT_LEAST_ONE, LAYERS, NON_NEGATIVE, POSITIVE, check_fields, interval, or_none
 from .nets import VAE, CriticEnsemble, _ActionScaler, adam, batch_mean, mlp, obs_tensor, soft_update
 
@@ -236,3 +236,6 @@ class BCQ:
         return best[0] if single else best
 
     state_dict, load_state_dict = state_of, load_state  # its declared pieces, counters and config (minirl.agent)
+
+
+ALGORITHMS = (Algorithm("bcq", BCQ, BCQConfig),)  # its --algo name (minirl.runs): the paper's settings

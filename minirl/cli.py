@@ -10,7 +10,7 @@ import json
 import os
 import sys
 
-from .config import UserError, at_least, did_you_mean, field_docs, read_settings_file
+from .config import UserError, at_least, did_you_mean, field_docs, field_types, read_settings_file
 from .devices import COMPILE_MODES, PRECISIONS, check_device
 from .evaluation import check_video, record_video
 from .runs import ALGORITHMS, check_algo, check_dataset, config_class, load_agent, make_config, parse_overrides, run
@@ -42,10 +42,11 @@ def _train_epilog() -> str:
              "config fields (--set NAME=VALUE, quoted in zsh: --set 'hidden=[128,128]'; or NAME = VALUE lines in a "
              "--config TOML file):"]
     seen = {}
-    for algo, (_, _, config_name, *preset) in ALGORITHMS.items():
-        cls = config_class(algo)
+    for algo, entry in ALGORITHMS.items():
+        cls = entry.config
+        config_name = cls.__name__
         if config_name in seen:
-            preset_text = ", ".join(f"{k}={v}" for k, v in preset[0].items())
+            preset_text = ", ".join(f"{k}={v}" for k, v in entry.preset.items())
             lines.append(f"\n  {algo}: {seen[config_name]}'s fields with {preset_text}")
             continue
         seen[config_name] = algo
@@ -190,7 +191,7 @@ def _main(argv, prog) -> int:
     if a.config is not None:  # the file's fields, then --set over them
         overrides = _config_file(a.algo, a.config) | overrides
     if a.lagrange:
-        if config_class(a.algo).__name__ != "CQLConfig":
+        if "lagrange" not in field_types(config_class(a.algo)):  # the CQL algorithms' field
             raise UserError(f"--lagrange is for the CQL algorithms (--algo cql), not {a.algo}")
         overrides.setdefault("lagrange", True)
     seed, out = 0 if a.seed is None else a.seed, a.out

@@ -46,7 +46,7 @@ What this file adds or changes:
   tanh, through which neither term passes a gradient where the actor saturates.
 The paper's settings for AntMaze differ from the MuJoCo ones above: expectile 0.9, beta 10, and rewards shifted to
 -1 per step and 0 at the goal with no return-range scaling (OGBench's single-task mazes already pay those rewards);
-``minirl.runs`` applies them to every maze run (``runs.DOMAIN_CONFIG``).
+``minirl.runs`` applies them to every maze run (:data:`ALGORITHMS`' maze settings, ``runs.DOMAIN_CONFIG``).
 The reward scale 1000 / (max - min episode return) is computed over all the episodes of
 ``OfflineDataset.episode_bounds``, an unfinished last trajectory included: that is what the official code does
 (CORL drops the unfinished trajectory), as ``OfflineDataset.return_range_scaler`` says.
@@ -61,7 +61,7 @@ from typing import Literal
 import numpy as np
 import torch
 
-from .agent import load_state, periodic, state_of
+from .agent import Algorithm, load_state, periodic, state_of
 from .config import AT_LEAST_ONE, LAYERS, NON_NEGATIVE, POSITIVE, UserError, check_fields, interval
 from .nets import (CriticEnsemble, DeterministicActor, GaussianActor, adam, batch_mean, mlp, obs_tensor, scheduled_lr,
                    set_lr, soft_update)
@@ -295,3 +295,11 @@ class IQL:
         older = torch.tensor(float(state.get("schedule_t", state["step"])))  # a file older than t: schedule_t or step
         load_state(self, {"t": older, **state})
         scheduled_lr(self.actor_opt)  # a saved learning rate comes back as a number
+
+
+# Its --algo name (minirl.runs). The paper tunes its goal-reaching mazes (AntMaze, -1 per step until the goal) apart
+# from MuJoCo: expectile 0.9, beta 10 and the rewards as they are, not rescaled by the return range (Kostrikov et al.
+# 2022, appendix B; OGBench's single-task mazes pay -1 per step and 0 at the goal already). The cosine schedule spans
+# the run (max_steps). Written into every run's config.json like any other setting.
+ALGORITHMS = (Algorithm("iql", IQL, IQLConfig, domains={"maze": {"expectile": 0.9, "beta": 10.0, "reward_scale": None}},
+                        steps_field="max_steps"),)

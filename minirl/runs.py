@@ -5,12 +5,12 @@ reloaded.
 names, fields, device, precision, output directory, checkpoint), then makes the data, builds the agent, writes
 ``config.json`` and calls :func:`minirl.train.train`. ``load_agent(run_dir)`` rebuilds a trained agent from its run
 directory (``python -m minirl evaluate``). :func:`get_scale` says how big a run is at each scale (``smoke``, ``cpu``,
-``full``) and :data:`ALGORITHMS` maps each ``--algo`` name to its agent and config.
+``full``) and :data:`ALGORITHMS` maps each ``--algo`` name to what its algorithm's file declares
+(:class:`minirl.agent.Algorithm`).
 """
 from __future__ import annotations
 import contextlib
 import dataclasses
-import importlib
 import json
 import os
 import time
@@ -21,7 +21,8 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from . import nets
+from . import bc, bcq, cql, iql, nets, td3bc
+from .agent import Algorithm
 from .config import UserError, at_least, check_writable, did_you_mean, field_types, parse_field
 from .data import OfflineDataset, StateNormalizer, atomic_write
 from .devices import (COMPILE_MODES, check_capture, check_device, compile_agent, requested_precision,
@@ -89,38 +90,19 @@ def get_scale(name: str | None = None) -> Scale:
 # Algorithms by name
 # --------------------------------------------------------------------------------------------------------------
 
-# name -> (module, agent class, config class[, preset config overrides]); an algorithm's issue adds its line here.
-ALGORITHMS = {
-    "bc": ("minirl.bc", "BC", "BCConfig"),
-    "bcq": ("minirl.bcq", "BCQ", "BCQConfig"),
-    "cql": ("minirl.cql", "CQL", "CQLConfig"),
-    "cql-lagrange": ("minirl.cql", "CQL", "CQLConfig", {"lagrange": True}),
-    # offline SAC with no conservatism at all: the naive actor-critic of the BCQ chapter (extrapolation error)
-    "sac-offline": ("minirl.cql", "CQL", "CQLConfig", {"cql_alpha": 0.0, "lagrange": False}),
-    "iql": ("minirl.iql", "IQL", "IQLConfig"),
-    "td3+bc": ("minirl.td3bc", "TD3BC", "TD3BCConfig"),
-    # filtered BC: behaviour cloning on the best 10% of episodes by return (Chen et al. 2021), the baseline that
-    # tells whether an offline RL algorithm does more than pick the good episodes
-    "10%bc": ("minirl.bc", "BC", "BCConfig", {"top_fraction": 0.1}),
-    # the maze's imitation controls: BC on the pieces of the data that reach the task's goal, and on their parts
-    # from the task's start cell (minirl.maze.goal_pieces; none exist on the stitch datasets)
-    "goal-bc": ("minirl.bc", "BC", "BCConfig", {"goal_pieces": "reach"}),
-    "path-bc": ("minirl.bc", "BC", "BCConfig", {"goal_pieces": "from_start"}),
-}
+# Every --algo name, in --help's order, each declared in its algorithm's file (its ALGORITHMS, minirl.agent.Algorithm:
+# the agent and config, the fields the name presets, the papers' settings per kind of task, its special cases); a new
+# algorithm's file adds its names here.
+_BC, *_FILTERED_BC = bc.ALGORITHMS  # bc, then 10%bc, goal-bc, path-bc after the others
+ALGORITHMS: dict[str, Algorithm] = {a.name: a for a in (_BC, *bcq.ALGORITHMS, *cql.ALGORITHMS, *iql.ALGORITHMS,
+                                                        *td3bc.ALGORITHMS, *_FILTERED_BC)}
+# (algo, kind of task) -> the config fields the papers set there (IQL's and CQL's on a maze): what the files declare
+DOMAIN_CONFIG = {(a.name, domain): dict(fields) for a in ALGORITHMS.values() for domain, fields in a.domains.items()}
 
 
-# The papers' settings for a kind of task, under the scale's sizes and the user's --set: the IQL paper tunes its
-# goal-reaching mazes (AntMaze, -1 per step until the goal) apart from MuJoCo: expectile 0.9, beta 10 and the rewards
-# as they are, not rescaled by the return range (Kostrikov et al. 2022, appendix B; OGBench's single-task mazes pay
-# -1 per step and 0 at the goal already). CQL on AntMaze, as CORL (configs/offline/cql/antmaze/*.yaml) and Cal-QL
-# (scripts/run_antmaze.sh) run it: the Lagrange variant with threshold 0.8 on alpha 5 times alpha' (our CQL-Lagrange
-# form), the max-target backup, and the sparse reward centred at zero, +-5 (their 10 r - 5 on D4RL's 0/1 reward is
-# 10 r + 5 on OGBench's -1/0). The original code's threshold of 5.0 belongs to another form, alpha' (5 gap - 5), and
-# its (r - 0.5) * 4 centres at +-2 instead. Written into every run's config.json like any other setting.
-_CQL_MAZE = {"lagrange": True, "cql_alpha": 5.0, "target_action_gap": 0.8, "max_target_backup": True,
-             "reward_multiplier": 10.0, "reward_bias": 5.0}
-DOMAIN_CONFIG = {("iql", "maze"): {"expectile": 0.9, "beta": 10.0, "reward_scale": None},
-                 ("cql", "maze"): _CQL_MAZE, ("cql-lagrange", "maze"): _CQL_MAZE}
+def algorithm(algo: str) -> Algorithm:
+    """The :class:`~minirl.agent.Algorithm` called ``algo`` (a :class:`UserError` with the nearest name if none)."""
+    return ALGORITHMS[check_algo(algo)]
 
 
 def domain_config(algo: str, dataset) -> dict:
@@ -128,8 +110,7 @@ def domain_config(algo: str, dataset) -> dict:
     the algorithm's defaults are the paper's, and for a file of your own (``dataset`` None). ``dataset``: a name or
     its :class:`minirl.datasets.DatasetName`."""
     from .datasets import parse
-    domain = None if dataset is None else parse(dataset).domain
-    return dict(DOMAIN_CONFIG.get((algo, domain), {}))
+    return algorithm(algo).for_domain(None if dataset is None else parse(dataset).domain)
 
 
 def check_algo(algo: str) -> str:
@@ -141,25 +122,20 @@ def check_algo(algo: str) -> str:
 
 def config_class(algo: str):
     """The config dataclass of ``algo`` (e.g. ``IQLConfig`` for ``"iql"``)."""
-    module, _, config_name, *_ = ALGORITHMS[check_algo(algo)]
-    return getattr(importlib.import_module(module), config_name)
-
-
-def _config_fields(algo: str) -> set[str]:
-    return {f.name for f in dataclasses.fields(config_class(algo))}
+    return algorithm(algo).config
 
 
 def make_config(algo: str, overrides: dict | None = None):
     """The config of ``algo``: its preset (e.g. ``lagrange=True`` for ``cql-lagrange``) and then ``overrides``, checked
     field by field (:class:`UserError` for an unknown field, with the nearest name, or a wrong value)."""
-    cls = config_class(algo)
+    entry = algorithm(algo)
+    cls = entry.config
     fields = field_types(cls)
     for k in overrides or {}:
         if k not in fields:
             raise UserError(f"{cls.__name__} has no field {k!r}{did_you_mean(k, fields)} (algorithm {algo!r}); "
                             f"fields: {', '.join(fields)}")
-    preset = ALGORITHMS[algo][3] if len(ALGORITHMS[algo]) > 3 else {}
-    return cls(**{**preset, **(overrides or {})})
+    return cls(**{**entry.preset, **(overrides or {})})
 
 
 def parse_overrides(algo: str, items: list[str]) -> dict:
@@ -180,14 +156,13 @@ def algo_name(agent_class_path: str) -> str | None:
     """The ``--algo`` name of an agent class given as ``"minirl.bc.BC"`` (the first of :data:`ALGORITHMS` built from
     it; its config fields then say the rest, e.g. ``top_fraction`` for 10%BC), or ``None`` for a class minirl does
     not know."""
-    return next((name for name, (module, agent_name, *_) in ALGORITHMS.items()
-                 if agent_class_path == f"{module}.{agent_name}"), None)
+    return next((a.name for a in ALGORITHMS.values()
+                 if agent_class_path == f"{a.agent.__module__}.{a.agent.__name__}"), None)
 
 
 def agent_class(algo: str) -> type:
     """The agent class of ``algo``."""
-    module, agent_name, *_ = ALGORITHMS[check_algo(algo)]
-    return getattr(importlib.import_module(module), agent_name)
+    return algorithm(algo).agent
 
 
 def build_agent(algo: str, obs_dim: int, act_dim: int, action_low, action_high, config, device: str = "cpu"):
@@ -278,7 +253,7 @@ def plan_run(algo: str, dataset: str, *, scale: str | None = None, steps: int | 
     Minari dataset with no ``ref_min_score``/``ref_max_score``) trains and evaluates with raw returns."""
     from . import datasets
 
-    check_algo(algo)
+    entry = algorithm(algo)
     sc = get_scale(scale)
     file_data = named = None
     if is_data_file(dataset):
@@ -318,10 +293,9 @@ def plan_run(algo: str, dataset: str, *, scale: str | None = None, steps: int | 
     if compile not in (False, True, *COMPILE_MODES):
         raise UserError(f"--compile mode must be one of {', '.join(COMPILE_MODES)}, got {compile!r}"
                         f"{did_you_mean(compile, COMPILE_MODES)}")
-    # the paper's settings for this kind of task, the scale's sizes, then the user's settings
-    overrides = {**domain_config(algo, named), **sc.config_for(algo), **(overrides or {})}
-    if "max_steps" in _config_fields(algo):  # schedules (e.g. IQL's cosine actor lr) must know the run's length
-        overrides.setdefault("max_steps", steps)
+    # the paper's settings for this kind of task, the scale's sizes, the run's length (a schedule's), the user's
+    overrides = {**entry.for_domain(named and named.domain), **sc.config_for(algo), **entry.for_steps(steps),
+                 **(overrides or {})}
     plan = RunPlan(algo=algo, dataset=dataset, scale=sc, steps=steps, seed=seed, device=device,
                    out=Path(out or f"runs/{algo}-{run_folder_name(dataset)}-s{seed}"),
                    config=make_config(algo, overrides),
@@ -331,10 +305,8 @@ def plan_run(algo: str, dataset: str, *, scale: str | None = None, steps: int | 
                    overwrite=overwrite,
                    precision=resolved, requested_precision=requested, threads=threads, compile=compile,
                    capture=capture, file_data=file_data, named=named)
-    if getattr(plan.config, "goal_pieces", "off") != "off":
-        if named is None or named.maze is None:
-            raise UserError(f"{algo} clones the pieces of a maze's data that reach its goal: it needs a maze dataset "
-                            f"(pointmaze-...), got {dataset!r}")
+    if entry.check is not None:  # the algorithm's own (goal-BC needs a maze)
+        entry.check(plan)
     if plan.batch_size > plan.transitions:
         raise UserError(f"--batch-size {plan.batch_size:,d} is larger than the dataset ({plan.transitions:,d} "
                         f"transitions of {dataset} at the {sc.name} scale); use at most {plan.transitions:,d}")
@@ -560,17 +532,9 @@ def _run_held(plans: list, group: bool, seed_list: list, *, overrides, device, c
         raw = full = data if plan.transitions == len(data) else data.take(plan.transitions)
     else:
         raw = full = datasets.load_dataset(plan.named, plan.transitions, progress=progress)
-    maze_name = None if plan.named is None else plan.named.maze
-    if getattr(plan.config, "top_fraction", 1.0) < 1.0:  # filtered BC (10%BC): only the best episodes
-        from . import maze  # a maze dataset's episodes end at goal states: 10%BC ranks whole trajectories there
-        fraction = plan.config.top_fraction
-        raw = maze.best_trajectories(raw, fraction) if maze_name is not None else raw.best_episodes(fraction)
-    if getattr(plan.config, "goal_pieces", "off") != "off":  # goal-BC, path-BC: only the pieces that reach the goal
-        from . import maze
-        try:
-            raw = maze.goal_pieces(raw, maze_name, from_start_cell=plan.config.goal_pieces == "from_start")
-        except ValueError as e:
-            raise UserError(str(e)) from None
+    entry = algorithm(plan.algo)
+    if entry.data is not None:  # what the algorithm trains on (10%BC: the best episodes)
+        raw = entry.data(raw, plan)
     agents = []
     for p in plans:
         torch.manual_seed(p.seed)  # the initial weights depend on the seed too
@@ -605,13 +569,13 @@ def _run_held(plans: list, group: bool, seed_list: list, *, overrides, device, c
     print(f"minirl train: algo={plan.algo} dataset={plan.dataset} ({len(raw)} transitions) scale={plan.scale.name} "
           f"steps={plan.steps} {seeds_text} device={device} precision={plan.precision} "
           f"threads={settings['threads']} out={outs_text}")
-    domain = {k: v for k, v in domain_config(plan.algo, plan.named).items() if k not in (overrides or {})}
+    kind = plan.named and plan.named.domain
+    domain = {k: v for k, v in entry.for_domain(kind).items() if k not in (overrides or {})}
     if domain:
-        print(f"  the paper's settings for {plan.algo} on a maze: " + ", ".join(f"{k}={v}" for k, v in domain.items()))
-    if getattr(plan.config, "lagrange", False) and plan.precision == "bf16":
-        print("  note: CQL-Lagrange in bf16: rounding in the critics' hidden layers raises the penalty's gap (by 0.7-0.8 "
-              "at |Q| ~ 700 on pointmaze-medium-stitch, book/lab/stitching.md), which a small target_action_gap "
-              "cannot absorb; --precision float32 avoids it")
+        print(f"  the paper's settings for {plan.algo} on a {kind}: "
+              + ", ".join(f"{k}={v}" for k, v in domain.items()))
+    for line in entry.notes(plan) if entry.notes is not None else ():
+        print(f"  {line}")
     scale_config = {k: v for k, v in plan.scale.config_for(plan.algo).items() if k not in (overrides or {})}
     if scale_config:
         print(f"  {plan.scale.name} scale sizes for {plan.algo}: "

@@ -37,7 +37,7 @@ from typing import Literal
 import numpy as np
 import torch
 
-from .agent import load_state, periodic, state_of
+from .agent import Algorithm, load_state, periodic, state_of
 from .config import AT_LEAST_ONE, LAYERS, NON_NEGATIVE, POSITIVE, check_fields, interval
 from .iql import critic_loss  # sum_i E (Q_i(s, a) - y)^2: the same regression in both papers
 from .nets import CriticEnsemble, DeterministicActor, adam, batch_mean, obs_tensor, soft_update
@@ -148,3 +148,6 @@ class TD3BC:
         return self.actor(obs_tensor(obs, self.device)).cpu().numpy()
 
     state_dict, load_state_dict = state_of, load_state  # its declared pieces, counters and config (minirl.agent)
+
+
+ALGORITHMS = (Algorithm("td3+bc", TD3BC, TD3BCConfig),)  # its --algo name (minirl.runs): the paper's settings

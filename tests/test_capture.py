@@ -24,9 +24,7 @@ def data():
 
 
 def small_agent(algo, data, device, **overrides):
-    cfg = {**runs.get_scale("cpu").config_for(algo), **overrides}
-    if "max_steps" in runs._config_fields(algo):
-        cfg.setdefault("max_steps", 1_000)
+    cfg = {**runs.get_scale("cpu").config_for(algo), **runs.algorithm(algo).for_steps(1_000), **overrides}
     return runs.make_agent(algo, data, device, **cfg)[0]
 
 
