@@ -6,7 +6,7 @@
 Makes the class with a script (a mix that a real class hands in: 40% every task right, 30% two plausible wrong answers
 per notebook, 10% the untouched copy, 20% one notebook broken: a syntax error, a deleted task, a file that is not
 JSON, a loop that never ends), grades it with `minirl.classroom.grader.grade_folder` (one forked process per
-notebook, the default time limit of 120 s unless --time-limit), and prints a table: students, notebooks, wall time,
+task, the default CPU-time limit of 120 s unless --time-limit), and prints a table: students, notebooks, wall time,
 notebooks per minute, the slowest notebook, the grades by status, and the machine's load before and after (other
 work on the machine slows grading down: read the timing with it).
 """
@@ -100,6 +100,10 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(folder.parent, ignore_errors=True)
     ran = [j for j in jobs if j.steps is not None]
     status = Counter(r.status for r in results)
+    # a limit hit by a right answer: any row of a student whose answers are all right, or of the looping student but
+    # its loop (chapter 1's evaluate_policy)
+    right_limited = sum(1 for r in results if r.status == "time limit" and (kinds.get(r.student) == "right" or (
+        kinds.get(r.student) == "infinite loop" and (r.notebook, r.task) != ("01_offline_rl", "evaluate_policy"))))
     rows = [
         ("students x notebooks", f"{a.students} x {len({j.notebook for j in jobs})} = {len(jobs)}"),
         ("notebooks run (the rest: invalid JSON)", f"{len(ran)}"),
@@ -115,6 +119,7 @@ def main(argv: list[str] | None = None) -> int:
         ("one notebook: median / slowest", f"{sorted(times)[len(times) // 2]:.1f} s / {max(times):.1f} s"),
         ("task rows", f"{len(results)}"),
         ("rows by status", ", ".join(f"{k} {v}" for k, v in status.most_common())),
+        ("right answers that hit a time limit", f"{right_limited}"),
         ("students by kind", ", ".join(f"{k} {v}" for k, v in Counter(kinds.values()).most_common())),
         ("load average before / after (1, 5, 15 min)", f"{load_before}  |  {load_after}"),
         ("machine", f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"),
