@@ -22,7 +22,7 @@ WRONG = [
     ("01_offline_rl", "policy_transition", "* pi[None, None, :, :]", "* np.ones_like(pi)[None, None, :, :]"),
     ("01_offline_rl", "evaluate_policy", "gamma * policy_transition(P, pi)", "gamma * policy_transition(P, pi).T"),
     ("01_offline_rl", "empirical_mdp", "T_hat[unseen_s, unseen_a, unseen_s] = 1.0", "pass"),
-    ("01_offline_rl", "optimism_experiment", "unseen_reward=1.0", "unseen_reward=0.0"),
+    ("01_offline_rl", "optimism_experiment", "unseen_reward=unseen_reward)", "unseen_reward=0.0)"),
     ("02_bcq", "soft_clipped_double_q", "lmbda * torch.minimum(q1, q2) + (1 - lmbda) * torch.maximum(q1, q2)",
      "lmbda * torch.maximum(q1, q2) + (1 - lmbda) * torch.minimum(q1, q2)"),
     ("02_bcq", "critic_target", ".max(dim=1).values", ".mean(dim=1)"),
@@ -35,7 +35,7 @@ WRONG = [
     ("04_iql", "expectile_loss", "weight * diff ** 2", "0.5 * diff ** 2"),
     ("04_iql", "q_target", "gamma * (1.0 - done) * next_v", "gamma * next_v"),
     ("04_iql", "awr_weights", "torch.exp(beta * adv.detach()).clamp(max=max_weight)", "torch.exp(beta * adv.detach())"),
-    ("04_iql", "expectile_experiment", "expectile_loss(q - m, 0.9)", "expectile_loss(q - m, 0.5)"),
+    ("04_iql", "expectile_experiment", "(p * expectile_loss(q - m, tau)).sum()", "expectile_loss(q - m, tau).mean()"),
     ("04b_stitching", "one_step_policy", "tab.greedy_policy(np.where(support, Q_beta, -np.inf))",
      "tab.greedy_policy(Q_beta)"),  # greedy over every action, not only the data's
     ("04b_stitching", "bcql_values", "Q_next = np.where(support, mdp_hat.R + mdp_hat.gamma * (mdp_hat.P @ V), -np.inf)",

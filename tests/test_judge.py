@@ -277,6 +277,44 @@ def test_constants_read_off_the_self_check_pass_it_and_fail_the_graded_run(tmp_p
     assert graded["empirical_mdp"] == "passed"  # the honest answers beside them: any inputs
 
 
+def _public_constants() -> dict:
+    """For each task that had no inputs to draw (two experiments without arguments, the verdicts on the results of
+    record, the stitching thresholds on three fixed datasets): an answer returning the values the self-check prints."""
+    import numpy as np
+
+    from minirl import stitching as st
+    from minirl import tabular as tab
+    from minirl.classroom import comparison_checks as cc
+    from minirl.classroom import stitching_checks as sc
+    j = checks.optimism_experiment()
+    taus = [st.closed_forms(st.gridworld(decoy_reward=r, gamma=0.9), a, b, n)["tau_c"] for a, b, n, r in
+            sc.STITCH_CASES]
+    d, lo, hi, v = (a.tolist() for a in cc.record_verdicts_reference())
+    words = [{1.0: "above", -1.0: "below", 0.0: "overlap"}[x] for x in v]
+    e = float(tab.expectile(np.array([0.0, 1.0, 5.0]), np.array([0.5, 0.3, 0.2]), 0.9))
+    return {
+        ("01_offline_rl", "optimism_experiment"): f"def optimism_experiment(*args, **kwargs):\n"
+                                                  f"    return {j['J_hat']!r}, {j['J_true']!r}\n",
+        ("04_iql", "expectile_experiment"): f"def expectile_experiment(*args, **kwargs):\n    return {e!r}\n",
+        ("04b_stitching", "stitching_threshold"): f"_K = {taus!r}\n\ndef stitching_threshold(grid, data):\n"
+                                                  f"    return _K.pop(0)\n",
+        ("05_comparison", "record_verdicts"): f"def record_verdicts(runs, comparisons):\n"
+                                              f"    return {d!r}, {lo!r}, {hi!r}, {words!r}\n",
+    }
+
+
+def test_constants_of_the_tasks_without_arguments_to_draw_pass_the_self_check_and_fail_the_graded_run(tmp_path):
+    """The two experiments are called with drawn keyword arguments in the graded run (their defaults in the
+    self-check), the verdicts on drawn comparisons of record, the thresholds on drawn datasets."""
+    for (notebook, task), answer in _public_constants().items():
+        path = write(tmp_path / "class", "lee", notebook, filled(notebook, replace={task: answer}))
+        rows, _ = grader.check_notebook(path)
+        assert {r.task: r.status for r in rows}[task] == "passed", (notebook, rows)
+    results, _ = grader.grade_folder(tmp_path / "class", parallel=1, key="a key of the instructor")
+    graded = {task: rows_of(results, "lee", notebook)[task].status for notebook, task in _public_constants()}
+    assert set(graded.values()) == {"failed"}, graded  # all four passed it before
+
+
 def test_the_draw_depends_on_the_key_the_student_and_the_task():
     d = grader.fresh_draw
     assert d("k", "ana", NB, "policy_transition") == d("k", "ana", NB, "policy_transition")

@@ -584,13 +584,31 @@ def optimism_experiment(unseen_reward: float = 1.0, n_transitions: int = 300, se
             "J_beta": tab.policy_return(mdp, pi_beta)}
 
 
+OPTIMISM_POOL = {"unseen_reward": (0.5, 0.8, 1.0), "n_transitions": (100, 200, 300, 500, 1000)}
+
+
+def optimism_setting() -> dict:
+    """The keyword arguments ``optimism_experiment`` is checked with: none for the self-check (its defaults, the
+    notebook's setting), and while grading a seed, a dataset size and an unseen reward drawn by the task's draw
+    (:func:`fresh`) from :data:`OPTIMISM_POOL`."""
+    if _FRESH is None:
+        return {}
+    rng = np.random.default_rng(fresh(11))
+    return {"unseen_reward": float(rng.choice(OPTIMISM_POOL["unseen_reward"])),
+            "n_transitions": int(rng.choice(OPTIMISM_POOL["n_transitions"])), "seed": int(rng.integers(1, 10_000))}
+
+
 def check_optimism_experiment(fn) -> None:
-    """Task: ``fn()`` returns the pair ``(J_hat, J_true)`` of the optimism experiment (:func:`optimism_experiment`)."""
+    """Task: ``fn(unseen_reward=1.0, n_transitions=300, seed=0)`` returns the pair ``(J_hat, J_true)`` of the
+    optimism experiment (:func:`optimism_experiment`); called with its defaults, or while grading with drawn ones."""
     c = Checks("optimism_experiment", reference=optimism_experiment)
-    c.compare("J_hat: the return the empirical MDP promises", lambda: _pick(fn(), 0, 2),
-              Ref(lambda: optimism_experiment()["J_hat"]), atol=1e-4)
-    c.compare("J_true: the greedy policy's return in the true MDP", lambda: _pick(fn(), 1, 2),
-              Ref(lambda: optimism_experiment()["J_true"]), atol=1e-4)
+    kw = optimism_setting()
+    at = (f" (unseen reward {kw['unseen_reward']:g}, {kw['n_transitions']} transitions, seed {kw['seed']})"
+          if kw else "")
+    c.compare(f"J_hat: the return the empirical MDP promises{at}", lambda: _pick(fn(**kw), 0, 2),
+              Ref(lambda: optimism_experiment(**kw)["J_hat"]), atol=1e-4)
+    c.compare(f"J_true: the greedy policy's return in the true MDP{at}", lambda: _pick(fn(**kw), 1, 2),
+              Ref(lambda: optimism_experiment(**kw)["J_true"]), atol=1e-4)
     return c.report()
 
 
@@ -684,12 +702,35 @@ def check_awr_weights(fn) -> None:
     c.report()
 
 
+EXPECTILE_PROBS = ((0.5, 0.3, 0.2), (0.2, 0.5, 0.3), (0.6, 0.2, 0.2), (0.1, 0.3, 0.6), (0.4, 0.4, 0.2),
+                   (0.25, 0.25, 0.5), (0.7, 0.2, 0.1), (0.3, 0.6, 0.1))
+EXPECTILE_TAUS = (0.1, 0.3, 0.5, 0.7, 0.8, 0.9, 0.95)
+
+
+def expectile_setting() -> dict:
+    """The keyword arguments ``expectile_experiment`` is checked with: none for the self-check (its defaults, the
+    task's values 0, 1, 5, probabilities 0.5, 0.3, 0.2 and tau 0.9), and while grading three values (distinct
+    integers from -4 to 10), their probabilities (:data:`EXPECTILE_PROBS`) and tau (:data:`EXPECTILE_TAUS`) drawn by
+    the task's draw (:func:`fresh`)."""
+    if _FRESH is None:
+        return {}
+    rng = np.random.default_rng(fresh(13))
+    values = sorted(float(v) for v in rng.choice(np.arange(-4, 11), 3, replace=False))
+    probs = [float(p) for p in EXPECTILE_PROBS[int(rng.integers(len(EXPECTILE_PROBS)))]]
+    return {"values": values, "probs": probs, "tau": float(rng.choice(EXPECTILE_TAUS))}
+
+
 def check_expectile_experiment(fn) -> None:
-    """Task: ``fn()`` returns the 0.9-expectile of the values [0, 1, 5] with probabilities [0.5, 0.3, 0.2]."""
+    """Task: ``fn(values=(0, 1, 5), probs=(0.5, 0.3, 0.2), tau=0.9)`` returns the tau-expectile of ``values`` taken
+    with probabilities ``probs``; called with its defaults, or while grading with drawn ones."""
     from ..tabular import expectile
-    want = Ref(lambda: float(expectile(np.array([0.0, 1.0, 5.0]), np.array([0.5, 0.3, 0.2]), 0.9)))
+    kw = expectile_setting()
+    values, probs, tau = (kw["values"], kw["probs"], kw["tau"]) if kw else ([0.0, 1.0, 5.0], [0.5, 0.3, 0.2], 0.9)
+    want = Ref(lambda: float(expectile(np.array(values), np.array(probs), tau)))
     c = Checks("expectile_experiment", reference=expectile)
-    c.compare("the 0.9-expectile, within 1e-3", lambda: float(fn()), want, atol=1e-3)
+    description = (f"the {tau:g}-expectile of {[int(v) for v in values]} with probabilities {probs}, within 1e-3"
+                   if kw else "the 0.9-expectile, within 1e-3")
+    c.compare(description, lambda: float(fn(**kw)), want, atol=1e-3)
     c.report()
 
 

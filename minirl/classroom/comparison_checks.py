@@ -18,6 +18,9 @@ VERDICT_CODE = {"below": -1.0, "overlap": 0.0, "above": 1.0}
 COMPARISONS = (("iql", "bc", "hopper-medium-replay"), ("iql", "10%bc", "hopper-medium-replay"),
                ("cql", "10%bc", "hopper-medium-replay"), ("iql", "10%bc", "hopper-medium-expert"),
                ("cql", "10%bc", "hopper-medium-expert"), ("bcq", "bc", "hopper-medium-expert"))
+# while grading, record_verdicts is checked on as many comparisons drawn from these (every one has runs of record)
+RECORD_POOL = tuple((m, b, ds) for m in ("iql", "cql", "cql-lagrange", "bcq", "sac-offline") for b in ("bc", "10%bc")
+                    for ds in ("hopper-medium", "hopper-medium-replay", "hopper-medium-expert", "hopper-expert"))
 
 
 def _samples():
@@ -150,15 +153,29 @@ def _coded(result):
     return parts[0], parts[1], parts[2], [VERDICT_CODE[w] for w in words]
 
 
+def record_comparisons() -> tuple:
+    """The ``(method, baseline, dataset)`` triples ``record_verdicts`` is checked on: :data:`COMPARISONS` for the
+    self-check, and while grading as many distinct ones drawn from :data:`RECORD_POOL`, in a drawn order, by the
+    task's draw (:func:`~minirl.classroom.checks.fresh`)."""
+    from . import checks
+    if checks._FRESH is None:
+        return COMPARISONS
+    rng = np.random.default_rng(fresh(19))
+    return tuple(RECORD_POOL[int(i)] for i in rng.choice(len(RECORD_POOL), len(COMPARISONS), replace=False))
+
+
 def check_record_verdicts(fn):
     """Task: ``fn(runs, comparisons)`` returns ``(differences, lows, highs, verdicts)``, one entry per ``(method,
-    baseline, dataset)`` of :data:`COMPARISONS`, on the results of record (:func:`record_verdicts_reference`).
-    Returns the student's four lists (``None`` if it fails), to print."""
+    baseline, dataset)`` of :data:`COMPARISONS` (while grading, of drawn ones: :func:`record_comparisons`), on the
+    results of record (:func:`record_verdicts_reference`). Returns the student's four lists (``None`` if it fails),
+    to print."""
     from .. import plots
-    want = lambda: _cached("record-verdicts", record_verdicts_reference)  # noqa: E731 - where verdicts are
+    comparisons = record_comparisons()
+    want = lambda: _cached(("record-verdicts", comparisons),  # noqa: E731 - where verdicts are
+                           lambda: record_verdicts_reference(comparisons))
     runs = _record_runs()
-    return _check_sweep("record_verdicts", lambda comparisons: _coded(fn(runs, comparisons)), COMPARISONS, want,
+    return _check_sweep("record_verdicts", lambda comparisons: _coded(fn(runs, comparisons)), comparisons, want,
                         ("the difference of the means", "the interval's lower end", "the interval's upper end",
                          "the verdict (1 above, -1 below, 0 overlap)"),
-                        [f"{m} - {b} on {ds}" for m, b, ds in COMPARISONS], atol=1e-6,
+                        [f"{m} - {b} on {ds}" for m, b, ds in comparisons], atol=1e-6,
                         reference=(record_verdicts_reference, plots.baseline_table, plots.difference_ci))

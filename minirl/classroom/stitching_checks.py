@@ -16,6 +16,9 @@ from .checks import Checks, Ref, _pick, fresh
 
 STITCH_TAUS = (0.5, 0.6, 0.7, 0.75, 0.8, 0.9, 0.99)  # IQL's expectile, the stitching chapter's experiment
 STITCH_CASES = ((90, 5, 5, 0.5), (60, 3, 4, 0.45), (40, 10, 2, 0.3))  # (n_a, n_b, n_c, decoy reward)
+# while grading, stitching_threshold is checked on as many datasets drawn from these (tau_c kept in [0.55, 0.98])
+STITCH_POOL = {"n_a": tuple(range(20, 101)), "n_b": tuple(range(1, 11)), "n_c": tuple(range(1, 11)),
+               "decoy_reward": (0.3, 0.35, 0.4, 0.45, 0.5, 0.55, 0.6)}
 
 
 def stitching_exercise(n_a: int = 90, n_b: int = 5, n_c: int = 5, decoy_reward: float = 0.5):
@@ -127,12 +130,33 @@ def check_stitching_sweep(fn):
                         reference=stitching_sweep_reference)
 
 
+def stitch_cases() -> tuple:
+    """The ``(n_a, n_b, n_c, decoy reward)`` datasets ``stitching_threshold`` is checked on: :data:`STITCH_CASES`
+    for the self-check, and while grading as many drawn from :data:`STITCH_POOL` by the task's draw (:func:`fresh`),
+    each with its threshold (the closed form of :func:`minirl.stitching.closed_forms`, by hand here) in [0.55, 0.98],
+    inside the bisection's bracket [0.5, 0.999]."""
+    from . import checks
+    if checks._FRESH is None:
+        return STITCH_CASES
+    rng = np.random.default_rng(fresh(17))
+    cases: list = []
+    while len(cases) < len(STITCH_CASES):
+        n_a, n_b, n_c = (int(rng.choice(STITCH_POOL[k])) for k in ("n_a", "n_b", "n_c"))
+        r = float(rng.choice(STITCH_POOL["decoy_reward"]))
+        p, k = n_c / (n_b + n_c), r / 0.9 ** 4
+        tau_c = k * (1 - p) / (k * (1 - p) + p * (1 - k))
+        if 0.55 <= tau_c <= 0.98 and (n_a, n_b, n_c, r) not in cases:
+            cases.append((n_a, n_b, n_c, r))
+    return tuple(cases)
+
+
 def check_stitching_threshold(fn) -> None:
     """Task: ``fn(grid, data)`` returns the expectile ``tau_c`` above which tabular IQL's greedy policy stitches (to
-    within 1e-3), on the chapter's data and on two others; compared with the chapter's closed form."""
+    within 1e-3), on the chapter's data and on two others (while grading, on three drawn: :func:`stitch_cases`);
+    compared with the chapter's closed form."""
     from .. import stitching as st
     c = Checks("stitching_threshold", reference=(st.closed_forms, st.threshold))
-    for n_a, n_b, n_c, r in STITCH_CASES:
+    for n_a, n_b, n_c, r in stitch_cases():
         grid = st.gridworld(decoy_reward=r, gamma=0.9)
         data = st.make_dataset(grid, n_a, n_b, n_c, seed=0)
         want = Ref(lambda g=grid, a=n_a, b=n_b, n=n_c: st.closed_forms(g, a, b, n)["tau_c"])
