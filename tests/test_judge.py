@@ -445,6 +445,9 @@ def test_one_bug_costs_only_its_own_task(tmp_path):
     una = rows_of(results, "una")
     assert [una[t].status for t in TASKS] == ["failed", "passed", "passed", "passed"], \
         {t: (r.status, r.message) for t, r in una.items()}
+    # the report shows both where they differ: the notebook as the student runs it fails evaluate_policy too
+    assert "with your own earlier answers, as your notebook runs it: failed" in una["evaluate_policy"].message
+    assert "with your own earlier answers" not in una["empirical_mdp"].message  # no difference, no note
 
 
 STRAGGLER = """
