@@ -7,6 +7,10 @@
 
 What it does, in order, each step skipped with a line saying so when the budget is spent:
 
+0. **The `full` scale's default path**: for every ``--algo``, what ``runs.run`` and ``experiments/run_suite.py`` do
+   at ``--scale full`` on a CUDA device when not told (``runs.default_capture``, ``run_suite.default_batch_seeds``:
+   the seeds as one batch, each step one CUDA graph where the update allows it), decided from the settings alone, and
+   what ``runs.plan_run`` plans on this device (a CPU: eager, as before; a GPU: the same as the decision).
 1. **Checks** (float32): K = 3 seeds of each of IQL, BC, CQL and BCQ stacked as one update (:mod:`minirl.seeds`, the path
    ``train`` takes with a list of agents) equal 3 plain updates from the same batches
    (``batched_seeds.check_same_as_plain``, with the updates' noise made the same, ``batched_seeds.same_noise``); for
@@ -408,6 +412,40 @@ def print_table(rows: list[dict], meta: dict) -> None:
                   f"{r['seed_updates_per_s']:,.0f} | {r['projected_1m_min']:,.1f} min |")
 
 
+DEFAULT_PATH_DATASETS = {"goal-bc": "pointmaze-medium-navigate-singletask-task1",
+                         "path-bc": "pointmaze-medium-navigate-singletask-task1"}  # the others plan on TRAIN_DATASET
+
+
+def default_path_rows(device: str) -> list[dict]:
+    """Step 0: for every ``--algo``, the ``full`` scale's default on a CUDA device (seeds batched by run_suite, each
+    step captured) from the settings alone, and ``runs.plan_run``'s ``capture`` here on ``device``."""
+    import tempfile
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "experiments"))
+    import run_suite
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for algo in runs.ALGORITHMS:
+            dataset = DEFAULT_PATH_DATASETS.get(algo, TRAIN_DATASET)
+            plan = runs.plan_run(algo, dataset, scale="full", device=device, out=Path(tmp) / algo, evaluate=False,
+                                 precision="float32")
+            capture, line = runs.default_capture(algo, plan.config, "full", "cuda")
+            problem = runs.algorithm(algo).capture_problem(plan.config)
+            rows.append({"algo": algo, "dataset": dataset, "cuda_capture": capture, "cuda_line": line,
+                         "cuda_step": "one CUDA graph" if capture else f"eager: {problem}",
+                         "cuda_batched": run_suite.default_batch_seeds("full", "cuda", "inline", [algo]),
+                         "device": device, "planned_capture": plan.capture})
+    return rows
+
+
+def print_default_path(rows: list[dict]) -> None:
+    here = rows[0]["device"]
+    print("| algorithm | on a CUDA device: run_suite's seeds | each step | plan_run's capture here "
+          f"({here}) |\n| --- | --- | --- | --- |")
+    for r in rows:
+        print(f"| {r['algo']} | {'one batch' if r['cuda_batched'] else 'one at a time'} | {r['cuda_step']} | "
+              f"{r['planned_capture']} |")
+
+
 def run_all(args) -> int:
     device = "cpu" if args.dry_run else "cuda"
     if device == "cuda" and not torch.cuda.is_available():
@@ -426,6 +464,15 @@ def run_all(args) -> int:
         if out is not None:
             (out / "gpu_results.json").write_text(json.dumps(results, indent=1))
 
+    print("\n0. the full scale's default path, by algorithm", flush=True)
+    try:
+        results["default_path"] = default_path_rows(device)
+        print_default_path(results["default_path"])
+    except Exception as e:
+        results["default_path"] = {"error": first_line(e)}
+        print(f"  failed: {first_line(e)}", flush=True)
+        traceback.print_exc()
+    save()
     data = synthetic_dataset(n=100_000 if not args.dry_run else 5_000, obs_dim=11, act_dim=3)
     data.to_tensors(device)
     capture_ok = {}

@@ -21,6 +21,11 @@ interrupted run resumes from its checkpoint, so the same command can be repeated
 After every run, ``<root>/<tag>/summary.csv`` is rewritten from all the ``result.json`` files under the tag, and the
 script prints the table of mean and standard deviation over seeds.
 
+The ``full`` scale on a CUDA device takes the fast path by itself: with ``--executor inline`` the seeds of each
+algorithm and dataset train as one batch (as ``--batch-seeds``) and each step is replayed as one CUDA graph where the
+update allows it (as ``--capture``; :func:`minirl.runs.default_capture`); ``--no-batch-seeds`` and ``--no-capture``
+turn them off. On a CPU, and at the ``smoke`` and ``cpu`` scales, runs are made one seed at a time, eagerly.
+
 Where the runs are made (``--executor``): ``inline`` (the default) makes them one after the other in this process.
 ``local`` and ``slurm`` hand each run to submitit (``pip install -e ".[cluster]"``) as a job: ``local`` starts the
 jobs as processes on this machine, at most ``--max-parallel`` at a time (default: this process's cores divided by
@@ -152,7 +157,7 @@ def run_dir(root: Path, algo: str, dataset: str, seed: int, overrides: dict) -> 
 def run_one(root: Path, algo: str, dataset: str, seed: int, scale: str, overrides: dict, steps: int | None,
             device: str, precision: str = "float32", threads: int | None = None,
             eval_every: int | None = None, job: str | None = None, command: str | None = None,
-            eval_episodes: int | None = None, capture: bool = False) -> dict | None:
+            eval_episodes: int | None = None, capture: bool | None = None) -> dict | None:
     """Make one run of the grid and return its result; ``None`` (and a line saying why) when it is finished already
     or another process holds it. ``job`` is the submitit job id of the caller, if any (see the module's lock)."""
     out, result, reason = _make_run(root, algo, dataset, seed, scale, overrides, steps, device, precision, threads,
@@ -164,7 +169,7 @@ def run_one(root: Path, algo: str, dataset: str, seed: int, scale: str, override
 
 def _make_run(root, algo, dataset, seed, scale, overrides, steps, device, precision="float32", threads=None,
               eval_every=None, job=None, command=None, eval_episodes=None,
-              capture=False) -> tuple[Path, dict | None, str | None]:
+              capture=None) -> tuple[Path, dict | None, str | None]:
     out = run_dir(root, algo, dataset, seed, overrides)
     reason = skip_reason(out, job)
     if reason:
@@ -182,7 +187,8 @@ def _make_run(root, algo, dataset, seed, scale, overrides, steps, device, precis
 
 def run_batch(root: Path, algo: str, dataset: str, seeds: list[int], scale: str, overrides: dict,
               steps: int | None, device: str, precision: str = "float32", threads: int | None = None,
-              eval_every: int | None = None, eval_episodes: int | None = None, capture: bool = False) -> list[dict]:
+              eval_every: int | None = None, eval_episodes: int | None = None,
+              capture: bool | None = None) -> list[dict]:
     """Make the unfinished runs of ``seeds`` as one batch of seeds (``--batch-seeds``: one process, one update for
     all of them); the seeds interrupted together resume together, those not started start together. Returns their
     results; a seed finished already or held by another process is skipped with a line saying why."""
@@ -364,7 +370,7 @@ def _mark_queued(out: Path, job: str) -> None:
 def _train_and_record(out: Path | list[Path], algo: str, dataset: str, seed: int | list[int], scale: str,
                       overrides: dict, steps: int | None, device: str, precision: str = "float32",
                       threads: int | None = None, eval_every: int | None = None, command: str | None = None,
-                      eval_episodes: int | None = None, capture: bool = False) -> dict | list[dict]:
+                      eval_episodes: int | None = None, capture: bool | None = None) -> dict | list[dict]:
     """Train and write ``result.json``; ``seed`` a list (``out`` then one directory each): the seeds trained together
     as one batch (``runs.run`` with a list of seeds), one result each."""
     sc = runs.get_scale(scale)
@@ -435,7 +441,7 @@ class SuiteJob:
 
     def __init__(self, root: Path, algo: str, dataset: str, seed: int, scale: str, overrides: dict,
                  steps: int | None, device: str, precision: str, threads: int, eval_every: int | None,
-                 command: str, env: dict | None = None, eval_episodes: int | None = None, capture: bool = False):
+                 command: str, env: dict | None = None, eval_episodes: int | None = None, capture: bool | None = None):
         root = Path(root).absolute()  # the same folder whatever directory the job starts in
         self.run = dict(root=root, algo=algo, dataset=dataset, seed=seed, scale=scale, overrides=overrides,
                         steps=steps, device=device, precision=precision, threads=threads, eval_every=eval_every,
@@ -693,8 +699,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--eval-every", type=int, default=None, help="steps between evaluations (default: the scale's)")
     p.add_argument("--eval-episodes", type=int, default=None,
                    help="episodes per evaluation (default: the scale's; OGBench's mazes are evaluated on 50)")
-    p.add_argument("--capture", action="store_true",
-                   help="replay each training step as a CUDA graph (minirl train --capture; needs --device cuda)")
+    p.add_argument("--capture", action=argparse.BooleanOptionalAction, default=None,
+                   help="replay each training step as a CUDA graph (minirl train --capture; needs --device cuda); "
+                        "default: on at --scale full on a CUDA device where the update allows it; --no-capture: eager")
     p.add_argument("--tag", default=None, help="results subdirectory (default: the scale's name)")
     p.add_argument("--root", default="results")
     p.add_argument("--set", nargs="+", action="extend", default=[], metavar="NAME=VALUE",
@@ -707,9 +714,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--amp", action="store_true", help="the same as --precision bf16")
     p.add_argument("--threads", type=int, default=1, help="torch threads per run (1: one run per core)")
     p.add_argument("--redo", action="store_true", help="delete and rerun runs that already have a result")
-    p.add_argument("--batch-seeds", action="store_true",
+    p.add_argument("--batch-seeds", action=argparse.BooleanOptionalAction, default=None,
                    help="train the seeds of each algorithm and dataset together, as one batch (minirl.seeds; "
-                        "--executor inline): each seed's files as its own run's")
+                        "--executor inline): each seed's files as its own run's; default: on at --scale full on a "
+                        "CUDA device with --executor inline; --no-batch-seeds: one seed at a time")
     c = p.add_argument_group("executors", f"where the runs are made; local and slurm need submitit ({CLUSTER_EXTRA})")
     c.add_argument("--executor", choices=EXECUTORS, default="inline",
                    help="inline: one after the other in this process (default); local: submitit jobs on this "
@@ -728,6 +736,14 @@ def main(argv: list[str] | None = None) -> int:
     a = p.parse_args(argv)
     with cli.user_errors(p.prog):
         return _suite(a)
+
+
+def default_batch_seeds(scale, device: str, executor: str, algos) -> bool:
+    """Whether the grid's seeds train as one batch when ``--batch-seeds`` is not given: on the fast path
+    (:func:`minirl.runs.fast_path`, the ``full`` scale on a CUDA device), in one process (``--executor inline``), and
+    for algorithms whose update takes a seed axis; one seed at a time otherwise."""
+    return (runs.fast_path(scale, device) and executor == "inline"
+            and all(getattr(runs.agent_class(algo), "seed_axis", False) for algo in algos))
 
 
 def _check_remote_device(device: str) -> str:
@@ -774,6 +790,11 @@ def _suite(a) -> int:
     if a.batch_seeds and a.executor != "inline":  # before the executor's own checks: the conflict is the flags'
         raise config.UserError(f"--batch-seeds makes a batch of seeds in one process: use it with --executor "
                                f"inline, not {a.executor}")
+    if a.batch_seeds is None:  # the full scale on a GPU: each algorithm's seeds on each dataset as one batch
+        a.batch_seeds = default_batch_seeds(scale, a.device, a.executor, a.algos)
+        if a.batch_seeds:
+            print(f"the {scale.name} scale on {a.device}: the seeds of each algorithm and dataset train as one batch "
+                  f"(--no-batch-seeds: one at a time)")
     settings = _check_executor(a, device)
     torch.set_num_threads(a.threads)
     root = Path(a.root) / (a.tag or default_tag(scale.name, resolved))

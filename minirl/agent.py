@@ -29,6 +29,7 @@ one per ``--algo`` name built on its agent, with the settings and special cases 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, is_dataclass
+from types import SimpleNamespace
 from typing import Callable, Mapping, Protocol, runtime_checkable
 
 import numpy as np
@@ -169,3 +170,10 @@ class Algorithm:
     def for_steps(self, steps: int) -> dict:
         """The config fields that follow a run of ``steps`` updates (a schedule's length), ``{}`` for none."""
         return {} if self.steps_field is None else {self.steps_field: steps}
+
+    def capture_problem(self, config, step: int = 0) -> str | None:
+        """The agent's ``capture_problem()`` before it is built: why its update with ``config`` cannot be replayed as
+        a CUDA graph at update ``step``, or None (it reads only the config and the counters)."""
+        problem = getattr(self.agent, "capture_problem", None)
+        counters = {name: 0 for name in getattr(self.agent, "counters", ())}
+        return None if problem is None else problem(SimpleNamespace(cfg=config, **(counters | {"step": step})))

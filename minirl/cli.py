@@ -104,9 +104,10 @@ def build_parser(prog: str = "minirl"):
     t.add_argument("--compile", nargs="?", const=True, default=False, choices=[True, *COMPILE_MODES],
                    metavar="MODE", help="torch.compile the networks (for GPUs; falls back to eager where a graph "
                    "fails); MODE reduce-overhead also records CUDA graphs, max-autotune tunes matmuls")
-    t.add_argument("--capture", action="store_true",
+    t.add_argument("--capture", action=argparse.BooleanOptionalAction, default=None,
                    help="record each training step as a CUDA graph and replay it (--device cuda; the same updates, "
-                   "4-9x faster on an H100)")
+                   "4-9x faster on an H100); by default on at --scale full on a CUDA device where the update allows "
+                   "it, off elsewhere; --no-capture for eager updates")
     t.add_argument("--tensorboard", action="store_true",
                    help="also write the logs as TensorBoard event files in --out (pip install -e '.[tensorboard]')")
     t.add_argument("--lagrange", action="store_true", help="CQL only: learn alpha' (same as --algo cql-lagrange)")

@@ -46,6 +46,7 @@ class Scale:
     batch_size: int = 256
     algo_steps: tuple = ()        # (algo, steps) pairs for algorithms slower per update than the default allows
     algo_config: tuple = ()       # (algo, ((field, value), ...)) pairs: config fields this scale sets for algo
+    fast_on_cuda: bool = False    # on a CUDA device by default: the seeds stacked, each step one CUDA graph
 
     def steps_for(self, algo: str) -> int:
         """Gradient steps for ``algo`` at this scale (the same for every algorithm, except at ``smoke`` scale)."""
@@ -69,8 +70,33 @@ SCALES = {
     "cpu": Scale("cpu", steps=50_000, eval_every=5_000, eval_episodes=10, dataset_size=None,
                  algo_config=(("cql", _CPU_CQL), ("cql-lagrange", _CPU_CQL), ("sac-offline", _CPU_CQL),
                               ("bcq", (("vae_hidden", (256, 256)),)))),
-    "full": Scale("full", steps=1_000_000, eval_every=5_000, eval_episodes=10, dataset_size=None),
+    "full": Scale("full", steps=1_000_000, eval_every=5_000, eval_episodes=10, dataset_size=None, fast_on_cuda=True),
 }
+
+
+def fast_path(scale: Scale | str | None, device: str) -> bool:
+    """Whether runs at ``scale`` on ``device`` take the fast path when not told otherwise: their seeds stacked as one
+    update (``experiments/run_suite.py``) and each step replayed as one CUDA graph (:func:`run`'s ``capture``). The
+    ``full`` scale on a CUDA device does; everything else trains one seed at a time, eagerly, as it always has."""
+    sc = scale if isinstance(scale, Scale) else get_scale(scale)
+    return sc.fast_on_cuda and torch.device(device).type == "cuda"
+
+
+def default_capture(algo: str, config, scale: Scale | str | None, device: str,
+                    compile: bool | str = False) -> tuple[bool, str | None]:
+    """``(capture, line)``: whether a run of ``algo`` with ``config`` captures its update when ``capture`` is not
+    given, and the line the run prints about it (None off the fast path, :func:`fast_path`). On the fast path each
+    step is one CUDA graph unless the update has a Python branch on the step count (the agent's
+    ``capture_problem()``, e.g. TD3+BC's ``policy_freq=2``) or the networks are compiled (``compile``). Decided from
+    the settings alone: nothing is built and no device is touched."""
+    sc = scale if isinstance(scale, Scale) else get_scale(scale)
+    if not fast_path(sc, device) or compile:
+        return False, None
+    where = f"the {sc.name} scale on {device}"
+    problem = algorithm(algo).capture_problem(config)
+    if problem:
+        return False, f"{where}: eager updates, {problem} (a CUDA graph replays one branch)"
+    return True, f"{where}: each step replayed as one CUDA graph (--no-capture: eager updates)"
 
 
 def get_scale(name: str | None = None) -> Scale:
@@ -219,6 +245,7 @@ class RunPlan:
     threads: int | None            # torch threads; None leaves torch's setting
     compile: bool | str
     capture: bool = False          # each step replayed as a CUDA graph (train(capture=True))
+    fast_path: str | None = None   # what the fast path chose when capture was not given (default_capture's line)
     file_data: OfflineDataset | None = dataclasses.field(default=None, repr=False)  # --dataset FILE, read and checked
     named: object = None           # a named dataset parsed once (minirl.datasets.DatasetName); None: a file of your own
 
@@ -240,7 +267,7 @@ def plan_run(algo: str, dataset: str, *, scale: str | None = None, steps: int | 
              evaluate: bool = True, checkpoint_every: int | None = None, resume: bool = False,
              overwrite: bool = False, override: tuple | list = (), compile: bool | str = False,
              precision: str | None = None, amp: bool = False, threads: int | None = None,
-             capture: bool = False, env: str | None = None, raw_returns: bool = False,
+             capture: bool | None = None, env: str | None = None, raw_returns: bool = False,
              log_every: int | None = None) -> RunPlan:
     """Check every setting of a run, and the output directory and checkpoint it would use, without making any
     data; :class:`UserError` names the first wrong one. ``None`` takes the scale's value; ``evaluate=False`` switches
@@ -250,7 +277,11 @@ def plan_run(algo: str, dataset: str, *, scale: str | None = None, steps: int | 
     ``dataset`` a file of your own (``.npz`` or D4RL ``.hdf5``, :func:`load_data_file`): ``env`` names the
     gymnasium environment to evaluate in (its action bounds are the data's when the file has none), and returns stay
     raw (no reference returns, no normalised score). ``raw_returns``: a named dataset without reference returns (a
-    Minari dataset with no ``ref_min_score``/``ref_max_score``) trains and evaluates with raw returns."""
+    Minari dataset with no ``ref_min_score``/``ref_max_score``) trains and evaluates with raw returns.
+
+    ``capture``: each training step replayed as one CUDA graph (``True`` needs a CUDA device); ``None``, the default,
+    is the scale's (:func:`default_capture`): on at the ``full`` scale on a CUDA device where the update allows it,
+    off everywhere else; ``False`` turns it off."""
     from . import datasets
 
     entry = algorithm(algo)
@@ -286,7 +317,7 @@ def plan_run(algo: str, dataset: str, *, scale: str | None = None, steps: int | 
     if threads is not None:
         at_least("--threads", threads, 1)
     check_device(device)
-    if capture:
+    if capture:  # asked for: refused off a GPU (None: the scale's default, below)
         check_capture(device)
     requested = requested_precision(precision, amp)
     resolved = resolve_precision(requested, device)
@@ -296,15 +327,19 @@ def plan_run(algo: str, dataset: str, *, scale: str | None = None, steps: int | 
     # the paper's settings for this kind of task, the scale's sizes, the run's length (a schedule's), the user's
     overrides = {**entry.for_domain(named and named.domain), **sc.config_for(algo), **entry.for_steps(steps),
                  **(overrides or {})}
+    config = make_config(algo, overrides)
+    fast = None
+    if capture is None:  # the full scale on a GPU: each step one CUDA graph where the update allows it
+        capture, fast = default_capture(algo, config, sc, device, compile)
     plan = RunPlan(algo=algo, dataset=dataset, scale=sc, steps=steps, seed=seed, device=device,
                    out=Path(out or f"runs/{algo}-{run_folder_name(dataset)}-s{seed}"),
-                   config=make_config(algo, overrides),
+                   config=config,
                    transitions=min(sc.dataset_size, size) if sc.dataset_size else size, env_id=env_id,
                    task=task_name, batch_size=batch_size, eval_every=eval_every if evaluate else None,
                    eval_episodes=eval_episodes, checkpoint_every=checkpoint_every, log_every=log_every, resume=resume,
                    overwrite=overwrite,
                    precision=resolved, requested_precision=requested, threads=threads, compile=compile,
-                   capture=capture, file_data=file_data, named=named)
+                   capture=capture, fast_path=fast, file_data=file_data, named=named)
     if entry.check is not None:  # the algorithm's own (goal-BC needs a maze)
         entry.check(plan)
     if plan.batch_size > plan.transitions:
@@ -470,7 +505,7 @@ def run(algo: str, dataset: str, *, scale: str | None = None, steps: int | None 
         evaluate: bool = True, checkpoint_every: int | None = None, resume: bool = False, overwrite: bool = False,
         override: tuple | list = (), progress: bool = True, compile: bool | str = False,
         precision: str | None = None, amp: bool = False, threads: int | None = None,
-        tensorboard: bool = False, capture: bool = False, env: str | None = None, raw_returns: bool = False,
+        tensorboard: bool = False, capture: bool | None = None, env: str | None = None, raw_returns: bool = False,
         log_every: int | None = None) -> dict:
     """Train ``algo`` on the named ``dataset`` at a scale: what ``python -m minirl train`` does.
 
@@ -485,7 +520,8 @@ def run(algo: str, dataset: str, *, scale: str | None = None, steps: int | None 
 
     ``seed`` a list of seeds (``out`` then a list of directories, or None for ``runs/<algo>-<dataset>-s<seed>``):
     the seeds train together as one stacked agent (seeds as a batch axis, :func:`minirl.train.train`), each seed
-    into its own directory, written as its own run would be; a list of the seeds' results comes back.
+    into its own directory, written as its own run would be; a list of the seeds' results comes back. ``capture``:
+    see :func:`plan_run` (``None``: replayed as CUDA graphs at the ``full`` scale on a CUDA device).
     """
     from . import datasets
 
@@ -569,6 +605,8 @@ def _run_held(plans: list, group: bool, seed_list: list, *, overrides, device, c
     print(f"minirl train: algo={plan.algo} dataset={plan.dataset} ({len(raw)} transitions) scale={plan.scale.name} "
           f"steps={plan.steps} {seeds_text} device={device} precision={plan.precision} "
           f"threads={settings['threads']} out={outs_text}")
+    if plan.fast_path:  # the full scale on a GPU, capture not given
+        print(f"  {plan.fast_path}")
     kind = plan.named and plan.named.domain
     domain = {k: v for k, v in entry.for_domain(kind).items() if k not in (overrides or {})}
     if domain:

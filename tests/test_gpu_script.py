@@ -7,6 +7,7 @@ import pytest
 import torch
 
 import gpu
+from minirl import runs
 
 
 def test_the_dry_run_checks_times_trains_and_saves_the_actors_which_evaluate_scores(tmp_path):
@@ -16,6 +17,13 @@ def test_the_dry_run_checks_times_trains_and_saves_the_actors_which_evaluate_sco
                    "--snapshot-every", "5", "--max-train-steps", "10", "--out", str(out)])
     assert rc == 0
     results = json.loads((out / "gpu_results.json").read_text())
+    # step 0: the full scale's default on a CUDA device (seeds batched, steps captured where the update allows it),
+    # and on this CPU plan_run keeps the eager path
+    default = {r["algo"]: r for r in results["default_path"]}
+    assert sorted(default) == sorted(runs.ALGORITHMS)
+    assert all(r["cuda_batched"] and r["planned_capture"] is False for r in default.values())
+    assert default["iql"]["cuda_capture"] and default["iql"]["cuda_step"] == "one CUDA graph"
+    assert default["td3+bc"]["cuda_step"] == "eager: policy_freq=2 is a Python branch on the step count"
     assert results["checks"]["batched == plain (IQL, K=3)"] < 1e-4
     assert all(results["checks"][f"batched == plain ({a}, K=3)"] < 1e-4 for a in ("BC", "BCQ", "CQL"))
     eager = [r for r in results["rows"] if r["mode"] == "eager"]

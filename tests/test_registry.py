@@ -33,8 +33,9 @@ def test_runs_py_s_code_names_no_algorithm_and_no_algorithm_s_config_field():
     functions = [node for node in ast.walk(ast.parse(inspect.getsource(runs)))
                  if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))]
     assert {f.name for f in functions} >= {"plan_run", "run", "_run_held", "load_agent", "make_config"}
-    found = sorted({node.value for f in functions for node in ast.walk(f)
-                    if isinstance(node, ast.Constant) and isinstance(node.value, str)} & (fields | set(runs.ALGORITHMS)))
+    strings = {node.value for f in functions for node in ast.walk(f)
+               if isinstance(node, ast.Constant) and isinstance(node.value, str)}
+    found = sorted(strings & (fields | set(runs.ALGORITHMS)))
     assert found == []
     attributes = sorted({node.attr for f in functions for node in ast.walk(f) if isinstance(node, ast.Attribute)}
                         & fields)
