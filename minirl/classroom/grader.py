@@ -275,10 +275,12 @@ def _start(job: Job, forbidden: list[str], use_fork: bool, hidden: list[str] | N
     if use_fork:
         sys.stdout.flush()
         sys.stderr.flush()
-        ref_r, ref_w = os.pipe() if chain else (None, None)
-        with contextlib.suppress(OSError, AttributeError, TypeError):
-            import fcntl
-            fcntl.fcntl(ref_w, fcntl.F_SETPIPE_SZ, 1 << 20)
+        ref_r = ref_w = None
+        if chain:
+            ref_r, ref_w = os.pipe()
+            with contextlib.suppress(OSError, AttributeError):  # room for every answer (F_SETPIPE_SZ: Linux only)
+                import fcntl
+                fcntl.fcntl(ref_w, fcntl.F_SETPIPE_SZ, 1 << 20)
         pid = os.fork()
         if pid == 0:  # the child: the chain of the reference's cells, each task in a process of its own (or, for
             code = 0  # the run on the student's own pieces, the whole notebook in this one)
