@@ -83,7 +83,7 @@ def build_parser(prog: str = "minirl"):
     t.add_argument("--threads", type=int, default=1,
                    help="torch threads (default 1: one run per core; several runs side by side need no more)")
     t.add_argument("--precision", choices=PRECISIONS, default=None,
-                   help="auto (default): bf16 where the hardware computes it natively (AVX-512 BF16 / AMX CPUs, "
+                   help="auto (default, or $MINIRL_PRECISION when set): bf16 where the hardware computes it natively (AVX-512 BF16 / AMX CPUs, "
                         "Ampere+ GPUs), float32 elsewhere; bf16: updates under bfloat16 autocast; float32")
     t.add_argument("--amp", action="store_true", help="the same as --precision bf16")
     t.add_argument("--out", default=None, help="run directory (default: runs/<algo>-<dataset>-s<seed>)")

@@ -581,12 +581,13 @@ def dataset_info(name: str | DatasetName, n_transitions: int | None = None, prog
     return {"name": d.name, **stats}
 
 
-def episode_summary(names, n_transitions: int | None = None) -> str:
+def episode_summary(names, n_transitions: int | None = None, progress: bool = True) -> str:
     """One line per dataset: its episodes and the normalised scores of its mean episode, of its best 10% of episodes
-    (the data 10%BC clones) and of its best episode: how much room a dataset leaves above its baselines."""
+    (the data 10%BC clones) and of its best episode: how much room a dataset leaves above its baselines. A dataset
+    not cached yet is made first, with a progress bar unless ``progress=False``."""
     lines, width = [], max([22, *map(len, names)])
     for name in names:
-        info = dataset_info(name, n_transitions, progress=False)
+        info = dataset_info(name, n_transitions, progress=progress)
         lines.append(f"{name:<{width}} {info['episodes']:6,d} episodes: mean episode {info['normalized_score_mean']:6.1f} | "
                      f"best {info['best_10pct_episodes']:,d} episodes (10%BC's data) "
                      f"{info['best_10pct_normalized_score_mean']:6.1f} | best episode {info['normalized_score_max']:6.1f}")

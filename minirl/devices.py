@@ -119,12 +119,29 @@ class EmulatedBF16Warning(UserWarning):
     """bfloat16 asked for on a CPU that has no bfloat16 arithmetic: it runs, emulated and slowly."""
 
 
+PRECISION_VARIABLE = "MINIRL_PRECISION"  # what a run that names no precision asks for (the notebooks' runs)
+
+
 def requested_precision(precision: str | None, amp: bool) -> str:
-    """What was asked for: ``amp=True`` (``--amp``, the older flag) is ``"bf16"``; nothing at all is ``"auto"``: bfloat16
-    where the hardware computes it natively, float32 elsewhere (:func:`resolve_precision`)."""
+    """What was asked for: ``amp=True`` (``--amp``, the older flag) is ``"bf16"``; nothing at all is
+    ``$MINIRL_PRECISION`` when set (e.g. ``float32`` on a bfloat16 machine, to train as a laptop without it does),
+    else ``"auto"``: bfloat16 where the hardware computes it natively, float32 elsewhere (:func:`resolve_precision`)."""
     if amp and precision not in (None, "bf16"):
         raise UserError(f"--amp is --precision bf16: it contradicts --precision {precision}")
-    return "bf16" if amp else precision or "auto"
+    if amp:
+        return "bf16"
+    if precision is None and os.environ.get(PRECISION_VARIABLE):
+        value = os.environ[PRECISION_VARIABLE]
+        if value not in PRECISIONS:
+            raise UserError(f"${PRECISION_VARIABLE} must be one of {', '.join(PRECISIONS)}, got {value!r}"
+                            f"{did_you_mean(value, PRECISIONS)}")
+        return value
+    return precision or "auto"
+
+
+def default_precision(device: str) -> str:
+    """``"float32"`` or ``"bf16"``: the precision of a run on ``device`` that names none (what the notebooks print)."""
+    return resolve_precision(requested_precision(None, False), device)
 
 
 def resolve_precision(precision: str, device: str) -> str:

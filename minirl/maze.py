@@ -326,10 +326,10 @@ def trajectories(maze: str, kind: str, n_trajectories: int | None = None, seed: 
     rings = {c: lay.ring(c, STITCH_CELLS) for c in cells} if kind == "stitch" else {}
     obs = np.empty((n, length + 1, 2))
     actions = np.empty((n, length, 2))
-    from tqdm.auto import trange
+    from .utils import progress_bar
     with global_numpy_seed(seed):
         env.reset(seed=seed)
-        for e in trange(n, disable=not progress, desc=f"pointmaze-{maze}-{kind}", mininterval=1.0):
+        for e in progress_bar(range(n), total=n, enabled=progress, desc=f"pointmaze-{maze}-{kind}"):
             start = cells[rng.integers(len(cells))]
             if kind == "stitch":
                 ring = rings[start]

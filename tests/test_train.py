@@ -523,3 +523,25 @@ def test_cli_tensorboard_flag(tmp_path, monkeypatch):
                  "--eval-every", "20", "--eval-episodes", "1", "--out", str(out), "--set", "hidden=[16,16]",
                  "--tensorboard"]) == 0
     assert list(out.glob("events.out.tfevents.*"))
+
+
+def test_minirl_precision_decides_for_a_run_that_names_none(monkeypatch):
+    """On a bfloat16 machine MINIRL_PRECISION=float32 trains the notebooks' runs as a laptop without it does."""
+    from minirl import devices
+    from minirl.config import UserError
+    monkeypatch.setattr(devices, "native_bf16", lambda device: True)
+    monkeypatch.delenv("MINIRL_PRECISION", raising=False)
+    assert devices.default_precision("cpu") == "bf16"
+    monkeypatch.setenv("MINIRL_PRECISION", "float32")
+    assert devices.default_precision("cpu") == "float32"
+    assert devices.requested_precision("bf16", False) == "bf16"  # a precision asked for wins
+    ds = pendulum_like()
+    runs = {}
+    for precision in (None, "float32"):
+        torch.manual_seed(0)
+        runs[precision] = train(BC(3, 1, -2, 2), ds, 8, log_every=4, seed=1, progress=False,
+                                precision=precision)["train"]
+    assert strip_timing({"t": runs[None]}) == strip_timing({"t": runs["float32"]})
+    monkeypatch.setenv("MINIRL_PRECISION", "fp32")
+    with pytest.raises(UserError, match=r"\$MINIRL_PRECISION must be one of auto, float32, bf16, got 'fp32'"):
+        devices.default_precision("cpu")
