@@ -102,6 +102,32 @@ def load_checks(path: Path = CHECKS_FILE) -> dict:
     return data["notebooks"]
 
 
+def all_checks(checks: Path = CHECKS_FILE) -> dict:
+    """What the grader grades: the checks file's notebooks (:func:`load_checks`) and, where ``$MINIRL_COURSE`` names a
+    course folder (:mod:`minirl.classroom.course`), that course's own (its ``exercises/checks.json``, written by
+    ``make-student --course``). Without a course, exactly :func:`load_checks`."""
+    from . import course
+    active = course.current()
+    if active is None:
+        return load_checks(checks)
+    specs = load_checks(checks) if Path(checks).exists() else {}  # an installed minirl has no checks file of its own
+    if not active.checks_file.exists():
+        raise GradingError(f"{active.checks_file}: no checks file; run `python -m minirl.classroom make-student "
+                           f"--course {active.folder}` to write it")
+    own = load_checks(active.checks_file)
+    for name in own:
+        if name in specs or name not in active.exercises:
+            raise GradingError(f"{active.checks_file}: {name}: not an exercise of {active.config}; run make-student "
+                               "--course again")
+    for name in active.exercises:
+        if name not in own:
+            raise GradingError(f"{active.checks_file}: no entry for {name} of {active.config}; run make-student "
+                               "--course again")
+    active.check_tasks({n: [c["task"] for c in spec["cells"] if c["kind"] == "check"] for n, spec in own.items()},
+                       lambda n: f"{active.checks_file}: {n}")
+    return specs | own
+
+
 def tasks_of(spec: dict) -> list[dict]:
     """The graded items of one notebook's spec, in order: the check cells and the written answers."""
     return [c for c in spec["cells"] if c["kind"] in ("check", "written")]
@@ -312,8 +338,12 @@ def _start(job: Job, forbidden: list[str], use_fork: bool, hidden: list[str] | N
 
 
 def reference_answers(spec: dict, notebook: str) -> list[dict]:
-    """The reference notebook's answer cells, task by task in the notebook's order: ``[{"task", "source"}]``."""
-    nb = json.loads((SOLUTIONS / f"{notebook}.ipynb").read_text())
+    """The reference notebook's answer cells, task by task in the notebook's order: ``[{"task", "source"}]`` (a course
+    folder's exercise: from its own reference notebook)."""
+    from . import course
+    active = course.current()
+    path = active.reference(notebook) if active and notebook in active.exercises else SOLUTIONS / f"{notebook}.ipynb"
+    nb = json.loads(path.read_text())
     steps, found = build_program(spec, nb)
     if found["missing"]:
         raise GradingError(f"the reference notebook {notebook}.ipynb has no answer for {', '.join(found['missing'])}")
@@ -400,6 +430,10 @@ def run_jobs(jobs: list[Job], forbidden: list[str], parallel: int = 2, use_fork:
              progress=None) -> None:
     """Run every runnable job, ``parallel`` at a time, each within its ``time_limit`` seconds (wall clock)."""
     use_fork = _fork_available() if use_fork is None else use_fork
+    from . import course
+    active = course.current()
+    if active is not None:  # the course folder (its reference notebooks, its checkers) as the solutions folder
+        forbidden = [*forbidden, str(active.folder)]
     hidden = None
     root = tempfile.mkdtemp(prefix=GRADING_PREFIX)  # this run's children's folders; removed by the last cleanup
     if use_fork:
@@ -508,16 +542,20 @@ def _task_stop(stop: dict) -> tuple[str, str]:
     return "process died", f"the task's process died ({_signal_name(code if isinstance(code, int) else None)})"
 
 
-_CHECKERS: dict = {}
+_CHECKERS: dict = {}  # course folder ("" for none) -> task -> its checker
 
 
 def checker_of(task: str):
-    """The checker function of ``task`` (``check_<task>`` in one of the classroom's checker modules)."""
-    if not _CHECKERS:
+    """The checker function of ``task`` (``check_<task>`` in one of the classroom's checker modules, or of the course
+    folder's in ``$MINIRL_COURSE``)."""
+    from . import course
+    active = course.current()
+    found = _CHECKERS.setdefault(str(active.folder) if active else "", {})
+    if not found:
         for m in sandbox._checker_modules():
-            _CHECKERS.update({k[len("check_"):]: v for k, v in vars(m).items() if k.startswith("check_")
-                              and callable(v)})
-    return _CHECKERS[task]
+            found.update({k[len("check_"):]: v for k, v in vars(m).items() if k.startswith("check_")
+                          and callable(v)})
+    return found[task]
 
 
 def _never_called(*args, **kwargs):
@@ -594,6 +632,15 @@ def check_lines(checks) -> str:
         lines.append(f"passed: {description}" if problem is None else
                      f"FAILED: {description}: {' '.join(str(problem).split())}")
     return "\n".join(lines)
+
+
+def rerun_line(step: dict) -> str:
+    """The first line of a task's details when it was judged on drawn inputs: the draw, and how to rerun its checks
+    on those inputs in the student's own notebook (:class:`minirl.classroom.checks.grading_inputs`)."""
+    call = [line for line in step["source"].strip().splitlines() if line.strip()]
+    return "\n".join([f"inputs: drawn for this grading (draw {step['fresh']}); to rerun these checks on them, run in "
+                      "your notebook:", "    from minirl.classroom import checks",
+                      f"    with checks.grading_inputs({step['fresh']}):", *(f"        {line}" for line in call)])
 
 
 def _signal_name(code: int | None) -> str:
@@ -714,6 +761,8 @@ def results_of(job: Job) -> list[TaskResult]:
             continue
         k, n = int(v["passed"]), int(v["n"])
         details = check_lines(v.get("checks"))
+        if details and job.steps[c].get("fresh") is not None:
+            details = rerun_line(job.steps[c]) + "\n" + details
         if n != n_ref:
             rows.append(row(task, "error", f"the checker ran {n} checks but the reference ran {n_ref}: the checks file "
                             "is out of date (run make-student)", checks_passed=k, checks_total=n))
@@ -797,7 +846,10 @@ def grade_folder(folder: Path, checks: Path = CHECKS_FILE, time_limit: float | N
     if not folder.is_dir():
         raise GradingError(f"{folder}: no such folder (expected a folder of submissions: {folder}/<student>/"
                            f"<exercise>.ipynb)")
-    specs = load_checks(checks)
+    specs = all_checks(checks)
+    from . import course
+    if course.current() is not None:
+        course.current().check_references()  # the chain runs each reference answer
     students = sorted(p for p in folder.iterdir() if p.is_dir() and not p.name.startswith("."))
     if not students:
         raise GradingError(f"no student folders in {folder}: expected {folder}/<student>/<exercise>.ipynb")
@@ -850,7 +902,7 @@ def check_notebook(path: Path, checks: Path = CHECKS_FILE, time_limit: float | N
     path = Path(path)
     if not path.is_file():
         raise GradingError(f"{path}: no such notebook (expected a saved exercise notebook, e.g. 04_iql.ipynb)")
-    specs = load_checks(checks)
+    specs = all_checks(checks)
     nb, _ = read_submission(path)
     name = exercise or exercise_of(path, nb, specs)
     if name not in specs:
