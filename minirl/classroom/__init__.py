@@ -17,12 +17,14 @@ The files, in the order they depend on each other (each imports only those above
 ``sandbox.py``       the child process that runs one submission (audit hook, limits; ``python -m
                      minirl.classroom.sandbox worker`` where fork is unavailable)
 ``grader.py``        grading a folder or one notebook against the reference: one row per student and task
+``course.py``        a course folder outside the package (``$MINIRL_COURSE`` or ``--course DIR``): an instructor's own
+                     reference notebooks and checker modules, graded as the built-in exercises are
 ``cli.py``           ``python -m minirl.classroom make-student | check | grade | class-release``
 ``nbval_plugin.py``  ``pytest --nbval SUBMISSION.ipynb``: a pytest plugin (minirl's ``pytest11`` entry point) that
                      grades a book exercise notebook with the grader, one test per task
 
 Notebooks import the checkers and the exercise problems from here: ``from minirl.classroom import
-check_expectile_loss``.
+check_expectile_loss``; where ``$MINIRL_COURSE`` names a course folder, its checkers too.
 """
 # What the exercise notebooks import (``from minirl.classroom import check_expectile_loss``), loaded on first use
 # (PEP 562): ``import minirl.classroom.nbval_plugin``, which pytest imports at startup through minirl's ``pytest11``
@@ -48,6 +50,12 @@ CHECKER_MODULES = tuple(_EXPORTS)  # the modules whose check_* functions the not
 
 
 def __getattr__(name):
+    if name not in _WHERE and name.startswith("check_"):  # a checker of the course folder in $MINIRL_COURSE
+        from .course import current
+        active = current()
+        checker = active.checkers().get(name) if active is not None else None
+        if checker is not None:
+            return checker  # not kept here: another course may be set later in this process
     if name not in _WHERE:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     import importlib

@@ -12,7 +12,7 @@ import os
 import sys
 from pathlib import Path
 
-from . import gradebook_cli, grader, release
+from . import course, gradebook_cli, grader, release
 
 
 def _print_check(rows, job) -> bool:
@@ -66,12 +66,24 @@ def main(argv: list[str] | None = None) -> int:
     r = sub.add_parser("class-release", help="the book and the student copies without any solution text")
     r.add_argument("out", type=Path, help="a new folder")
     r.add_argument("--no-build", action="store_true", help="only the student copies, not the book")
+    for command in (m, c, g, r):
+        command.add_argument("--course", type=Path, default=None,
+                             help=f"a course folder of your own exercises (course.toml; default: ${course.ENV})")
     gradebook_cli.add_commands(sub)  # intake, marks-template, gradebook, feedback: after the grades
     a = p.parse_args(argv)
     prog = f"python -m minirl.classroom {a.command}"
     try:
+        if getattr(a, "course", None) is not None:
+            course.use(a.course)  # sets $MINIRL_COURSE for this command and the processes it starts
         if a.command in ("intake", "marks-template", "gradebook", "feedback"):
             return gradebook_cli.run(a)
+        if a.command == "make-student" and course.current() is not None:  # the course's files, not the book's
+            if a.hide_solutions:
+                raise ValueError("--hide-solutions writes the book's exercises page; a course folder has none")
+            stale = release.make_student_course(course.current(), check=a.check)
+            verb = "out of date" if a.check else "written"
+            print("\n".join(f"{verb}: {s}" for s in stale) or "all student copies of the course are up to date")
+            return 1 if (a.check and stale) else 0
         if a.command == "make-student":
             stale = release.make_student(check=a.check, hide_solutions=a.hide_solutions)
             verb = "out of date" if a.check else "written"

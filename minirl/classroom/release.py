@@ -304,18 +304,20 @@ def _setup_cell_problem(nb: dict, name: str) -> str | None:
     return None
 
 
-def course_table(specs: dict[Path, dict]) -> str:
+def course_table(specs: dict[Path, dict], chapters: dict | None = None) -> str:
     """``book/generated/course_table.md`` from the reference notebooks' checks-file entries (:func:`notebook_spec`, by
     notebook path): per exercise, its chapter's reading, its tasks and points, and the time a student is estimated
-    to need (a formula, stated under the table; not measured with students)."""
+    to need (a formula, stated under the table; not measured with students). ``chapters``: what each exercise
+    follows, as :data:`CHAPTERS` (the default; a course folder's come from its ``course.toml``)."""
+    chapters = CHAPTERS if chapters is None else chapters
     rows = ["| week's reading, then exercise | reading (words, est. time) | tasks: function / agent / experiment / "
             "written | points (auto + written) | est. time for the exercise |", "| --- | ---: | ---: | ---: | ---: |"]
     totals = []  # (reading minutes, exercise minutes, auto points, written points) per exercise
     for path, spec in specs.items():
-        if path.stem not in CHAPTERS:
+        if path.stem not in chapters:
             raise ValueError(f"{path.stem}: no chapter in release.CHAPTERS (name the prose page and notebooks it "
                              "follows)")
-        chapter, notebooks = CHAPTERS[path.stem]
+        chapter, notebooks = chapters[path.stem]
         words = (reading.words(reading.page_text(REPO, f"book/{chapter}")) if chapter else 0) + sum(
             reading.words(reading.notebook_markdown(REPO / "notebooks" / f"{n}.ipynb")) for n in notebooks)
         if words:  # to the nearest 500: an edit of a chapter rarely changes the table
@@ -372,6 +374,48 @@ def make_student(check: bool = False, hide_solutions: bool = False) -> list[str]
         if not path.exists() or path.read_text() != text:
             stale.append(str(path.relative_to(REPO)))
             if not check:
+                path.write_text(text)
+    return stale
+
+
+def make_student_course(course, check: bool = False) -> list[str]:
+    """:func:`make_student` for a course folder (:class:`minirl.classroom.course.Course`): from its reference
+    notebooks ``DIR/solutions/*.ipynb``, the student copies ``DIR/exercises/<name>.ipynb``, the checks file
+    ``DIR/exercises/checks.json`` and ``DIR/exercises/course_table.md``; nothing of the package is written. Returns
+    the stale files. Every checker cell must call a ``check_<task>`` of the course's checker modules."""
+    from .course import CourseError
+    course.check_references()
+    references = {course.reference(name): None for name in course.exercises}
+    for path in references:
+        where = str(path.relative_to(course.folder))
+        try:
+            references[path] = json.loads(path.read_text(encoding="utf-8"))
+            cells = references[path]["cells"]
+        except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError) as e:
+            raise CourseError(f"{path}: not a notebook ({type(e).__name__}: {e})") from None
+        tasks = [t for c in cells if c.get("cell_type") == "code" and (t := checker_task(_src(c)))]
+        if not tasks:
+            raise CourseError(f"{path}: no task: a task is a code cell tagged 'solution', then a checker cell "
+                              "check_<task>(<function>)")
+        course.check_tasks({path.stem: tasks}, lambda _, where=where: f"{course.folder / where}")
+    specs = {}
+    for path, nb in references.items():
+        try:
+            specs[path] = notebook_spec(nb, path.stem)
+        except ValueError as e:
+            message = str(e).removeprefix(f"{path.stem}: ")
+            raise CourseError(f"{path}: " + message.replace(f"notebooks/exercises/solutions/{path.stem}.ipynb",
+                                                            "it")) from None
+    dump = lambda x: json.dumps(x, indent=1, ensure_ascii=False) + "\n"  # noqa: E731
+    targets = {course.out / p.name: dump(student_notebook(nb, p.stem)) for p, nb in references.items()}
+    targets[course.checks_file] = dump({"version": 1, "notebooks": {p.stem: spec for p, spec in specs.items()}})
+    targets[course.out / "course_table.md"] = course_table(specs, course.chapters())
+    stale = []
+    for path, text in targets.items():
+        if not path.exists() or path.read_text() != text:
+            stale.append(str(path))
+            if not check:
+                path.parent.mkdir(exist_ok=True)
                 path.write_text(text)
     return stale
 

@@ -59,6 +59,12 @@ def warm(notebooks: set[str]) -> None:
     if "05_comparison" in notebooks:
         from . import comparison_checks
         comparison_checks._record_runs()
+    from . import course
+    active = course.current()  # a course folder's own warm-up entries (course.toml: exercises.<name>.warm)
+    for name in sorted(notebooks & set(active.exercises) if active else ()):
+        modules = {m.__name__.rsplit(".", 1)[1]: m for m in active.modules}
+        for key, (module, function) in active.exercises[name].warm.items():
+            agent_checks._cached(key, getattr(modules[module], function))
 
 
 def preload() -> None:
@@ -85,11 +91,13 @@ def preload() -> None:
 
 
 def _checker_modules() -> list:
-    """The classroom's checker modules (:data:`minirl.classroom.CHECKER_MODULES`), imported."""
+    """The classroom's checker modules (:data:`minirl.classroom.CHECKER_MODULES`), imported, then those of the course
+    folder in ``$MINIRL_COURSE`` if one is set (:mod:`minirl.classroom.course`)."""
     import importlib
 
-    from . import CHECKER_MODULES
-    return [importlib.import_module(f"{__package__}.{m}") for m in CHECKER_MODULES]
+    from . import CHECKER_MODULES, course
+    active = course.current()
+    return [importlib.import_module(f"{__package__}.{m}") for m in CHECKER_MODULES] + (active.modules if active else [])
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -239,10 +247,15 @@ def make_undumpable() -> None:
 def hidden_paths(forbidden: list[str]) -> list[str]:
     """What a child must not read: the ``forbidden`` folders (the solutions, the class's folder), the exercises'
     folder (sample submissions, student copies), the repository's tests, scripts, git history and the book's
-    exercises page (it holds the solutions), and minirl's own sources and byte code (imported before the fork)."""
+    exercises page (it holds the solutions), minirl's own sources and byte code (imported before the fork), and the
+    whole course folder in ``$MINIRL_COURSE`` if one is set (its reference notebooks and checker modules)."""
+    from . import course
     from .release import BOOK_PAGE, EXERCISES, REPO
     package = Path(__file__).resolve().parents[1]
     out = [str(Path(f).resolve()) for f in forbidden] + [str(EXERCISES), str(BOOK_PAGE)]
+    active = course.current()
+    if active:
+        out.append(str(active.folder))
     out += [str(REPO / name) for name in (".git", "tests", "scripts", "benchmarks", "experiments")]
     for f in package.rglob("*"):
         if f.name == "__pycache__" and f.is_dir():
