@@ -342,13 +342,45 @@ def test_every_check_is_in_the_row_s_details_for_the_feedback(graded, tmp_path):
     """The row carries every check the grader judged, passed or failed, with what was wrong (issue 71's feedback);
     the JSON results keep it for `feedback`, the CSV's columns stay as they were."""
     ben = rows_of(graded["results"], "ben")["policy_transition"]
-    lines = ben.details.splitlines()
+    lines = check_lines_of(ben)
     assert len(lines) == ben.checks_total == 5
     assert sum(line.startswith("passed: ") for line in lines) == ben.checks_passed == 1
     assert all("expected" in line for line in lines if line.startswith("FAILED: "))
     ana = rows_of(graded["results"], "ana")["policy_transition"]
-    assert len(ana.details.splitlines()) == 5 and all(x.startswith("passed: ") for x in ana.details.splitlines())
+    assert len(check_lines_of(ana)) == 5 and all(x.startswith("passed: ") for x in check_lines_of(ana))
     grader.write_json(graded["results"], tmp_path / "r.json")
     grader.write_csv(graded["results"], tmp_path / "r.csv")
     assert any(r["details"] == ben.details for r in json.loads((tmp_path / "r.json").read_text()))
     assert "details" not in (tmp_path / "r.csv").read_text().splitlines()[0].split(",")
+
+
+def check_lines_of(row) -> list[str]:
+    """A row's checks, one per line, without the first lines that say how to rerun them (rerun_line)."""
+    return [line for line in row.details.splitlines() if line.startswith(("passed: ", "FAILED: "))]
+
+
+def test_the_feedback_says_how_to_rerun_a_task_s_checks_on_the_graded_inputs(graded):
+    """Graded on inputs drawn per grading run, a student could not see a failing check's inputs: the self-check draws
+    the public ones. The details name the draw and the code; run in the student's own process it fails the same checks
+    with the same values (and, on the public inputs, with other values)."""
+    import contextlib
+    import re
+
+    import numpy as np
+
+    from minirl.classroom import checks
+    ben = rows_of(graded["results"], "ben")["policy_transition"]
+    head = ben.details.splitlines()[:4]
+    assert head[0].startswith("inputs: drawn for this grading (draw ") and "checks.grading_inputs(" in head[2]
+    draw = int(re.search(r"\(draw (\d+)\)", head[0]).group(1))
+    namespace = {"np": np}
+    exec(_answers(NB, wrong_edits(NB))["policy_transition"], namespace)
+    def local_lines(context):
+        checks._VERDICTS.clear()
+        with context:
+            checks.check_policy_transition(namespace["policy_transition"])
+        return grader.check_lines(checks._VERDICTS[-1]["checks"]).splitlines()
+    assert local_lines(checks.grading_inputs(draw)) == check_lines_of(ben)
+    assert local_lines(contextlib.nullcontext()) != check_lines_of(ben)  # the public inputs are other inputs
+    with pytest.raises(ValueError, match="draw must be the whole number"):
+        checks.grading_inputs("12")

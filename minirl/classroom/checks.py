@@ -92,6 +92,27 @@ def fresh(seed: int) -> int:
     return int.from_bytes(hashlib.sha256(f"{_FRESH}:{seed}".encode()).digest()[:4], "little")
 
 
+class grading_inputs:
+    """``with checks.grading_inputs(draw): check_...(answer)``: run a check, in your own notebook, on the inputs a
+    grading run drew for it (the draw its feedback names) instead of the self-check's public ones, so that a check
+    that failed in the grading can be seen failing, with its inputs printed, and fixed."""
+
+    def __init__(self, draw: int):
+        if isinstance(draw, bool) or not isinstance(draw, int) or draw < 0:
+            raise ValueError(f"draw must be the whole number a grading's feedback names, got {draw!r}")
+        self.draw = draw
+
+    def __enter__(self):
+        global _FRESH
+        self.previous, _FRESH = _FRESH, self.draw
+        return self
+
+    def __exit__(self, *exc):
+        global _FRESH
+        _FRESH = self.previous
+        return False
+
+
 class Ref:
     """A reference value computed only where verdicts are computed (``local`` or ``judge``), never in the child:
     ``c.compare(description, call, Ref(lambda: reference(x)))``."""

@@ -634,6 +634,15 @@ def check_lines(checks) -> str:
     return "\n".join(lines)
 
 
+def rerun_line(step: dict) -> str:
+    """The first line of a task's details when it was judged on drawn inputs: the draw, and how to rerun its checks
+    on those inputs in the student's own notebook (:class:`minirl.classroom.checks.grading_inputs`)."""
+    call = [line for line in step["source"].strip().splitlines() if line.strip()]
+    return "\n".join([f"inputs: drawn for this grading (draw {step['fresh']}); to rerun these checks on them, run in "
+                      "your notebook:", "    from minirl.classroom import checks",
+                      f"    with checks.grading_inputs({step['fresh']}):", *(f"        {line}" for line in call)])
+
+
 def _signal_name(code: int | None) -> str:
     if code is None:
         return "unknown"
@@ -752,6 +761,8 @@ def results_of(job: Job) -> list[TaskResult]:
             continue
         k, n = int(v["passed"]), int(v["n"])
         details = check_lines(v.get("checks"))
+        if details and job.steps[c].get("fresh") is not None:
+            details = rerun_line(job.steps[c]) + "\n" + details
         if n != n_ref:
             rows.append(row(task, "error", f"the checker ran {n} checks but the reference ran {n_ref}: the checks file "
                             "is out of date (run make-student)", checks_passed=k, checks_total=n))
