@@ -267,3 +267,26 @@ def test_the_cql_chapter_reads_kappa_4_08_by_the_last_five():
     below = ["none", "one", "two", "three"][sum(_error(r) < 0 for r in gap)]
     phrase = f"over the last 5 evaluations {below} of the three seeds are below"
     assert phrase in _prose((ROOT / "book" / "lab" / "comparison.md").read_text()), phrase
+
+
+def test_the_cql_chapter_counts_its_value_check_by_the_last_five(record):
+    """book/cql.md's claim (c): CQL's estimate below its return in every seed by the statistic of record, counted over
+    the last 5 evaluations only (not the early ones, before the values propagate); the seeds above at the final
+    evaluation named as a flip; and how much the estimate still rises over those evaluations (steps 30,000 to 50,000)."""
+    runs = [r for d in HOPPER for r in _runs("record", "cql", d)]
+    q = [np.asarray(r["curve"]["q_start"], dtype=float) for r in runs]
+    mc = [np.asarray(r["curve"]["mc_discounted"], dtype=float) for r in runs]
+    k = plots.RECORD_K
+    assert all(_error(r) < 0 for r in runs), "the page says: below in every seed by the last 5"
+    below = sum(int((a[-k:] < b[-k:]).sum()) for a, b in zip(q, mc))
+    above_final = [r for r in runs if _error(r, None) > 0]
+    assert len(above_final) == 1, "the page names one seed above at the final evaluation"
+    (seed,) = above_final
+    rise = min((a[-1] - a[-k]) / abs(a[-k]) for a in q)
+    text = _prose((ROOT / "book" / "cql.md").read_text())
+    for phrase in [f"in every seed over the last 5 evaluations ({below} of those {k * len(runs)})",
+                   f"by the final evaluation one seed is above ({_signed(_error(seed, None))} on `{seed['dataset']}`)",
+                   f"The estimate still rises by {int(100 * rise)}% or more over the last 20,000 steps",
+                   f"| {len(runs)} of {len(runs)} seeds (final: {len(runs) - 1}, flips); {below} of the last "
+                   f"{k * len(runs)} evaluations |"]:
+        assert phrase in text, phrase
