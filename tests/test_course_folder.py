@@ -261,6 +261,23 @@ def test_the_self_check_finds_the_course(graded):
     assert f"{NAME}: 2/2 tasks passed" in check.stdout
 
 
+def test_a_class_release_carries_the_course_without_its_solutions(graded, tmp_path, capsys):
+    folder, _, _ = graded
+    code, out, err = run_cli(capsys, "class-release", tmp_path / "release", "--no-build", "--course", folder)
+    assert code == 0, err
+    assert "course/ (the course folder without its solutions/)" in out
+    files = sorted(str(p.relative_to(tmp_path / "release" / "course")) for p in
+                   (tmp_path / "release" / "course").rglob("*") if p.is_file())
+    assert files == ["course.toml", f"exercises/{NAME}.ipynb", "exercises/checks.json", "exercises/course_table.md",
+                     "returns_checks.py"]
+    leaked = tmp_path / "leaky"  # a course whose checker module quotes a solution line
+    make_course(leaked, checkers=CHECKERS + "\n# " + TO_GO.splitlines()[2].strip() + "\n")
+    (leaked / "solutions" / f"{NAME}.ipynb").write_text((folder / "solutions" / f"{NAME}.ipynb").read_text())
+    assert run_cli(capsys, "make-student", "--course", leaked)[0] == 0
+    code, out, err = run_cli(capsys, "class-release", tmp_path / "release2", "--no-build", "--course", leaked)
+    assert code == 1 and "solution text found in course/returns_checks.py" in err, (out, err)
+
+
 def test_with_a_course_the_built_in_exercises_stay(graded, monkeypatch):
     folder, _, _ = graded
     builtin = grader.load_checks()

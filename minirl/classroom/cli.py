@@ -113,7 +113,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{prog}: error: solution text found in {', '.join(leaks)}", file=sys.stderr)
             return 1
         print(f"class release written to {a.out}: notebooks/exercises/ (student copies, checks.json)"
-              + ("" if a.no_build else ", book/_build/html/ (the book without solutions)"))
+              + ("" if a.no_build else ", book/_build/html/ (the book without solutions)")
+              + (", course/ (the course folder without its solutions/)" if course.current() else ""))
         for line, where in release.shared_with_chapters().items():  # public by design: the chapter teaches it
             print(f"note: a solution line is also in {', '.join(where)} (the chapter's own code): {line}")
         return 0

@@ -451,11 +451,19 @@ def generic_line(line: str) -> bool:
     return bool(_GENERIC_ITER.match(line)) or line in ("else:", "try:", "finally:", "return None", "pass")
 
 
+def _reference_notebooks() -> list[Path]:
+    """The reference notebooks: the book's, then those of the course folder in ``$MINIRL_COURSE`` if one is set."""
+    from .course import current
+    active = current()
+    return sorted(SOLUTIONS.glob("*.ipynb")) + ([active.reference(n) for n in sorted(active.exercises)] if active else [])
+
+
 def _solution_cells() -> tuple[list[tuple[str, list[str]]], str]:
     """``(notebook/task, its distinctive lines)`` for every solution, written answer and rubric of the reference
-    notebooks, and the public text of those notebooks (stubs, given cells, the tasks' own words)."""
+    notebooks (:func:`_reference_notebooks`), and the public text of those notebooks (stubs, given cells, the tasks'
+    own words)."""
     cells, public = [], ""
-    for p in sorted(SOLUTIONS.glob("*.ipynb")):
+    for p in _reference_notebooks():
         for cell in json.loads(p.read_text())["cells"]:
             src = _src(cell)
             if "solution" in _tags(cell):
@@ -561,9 +569,13 @@ def class_release(out: Path, build: bool = True, toc_files: list[str] | None = N
     """Write ``out/`` for a class: ``out/notebooks/exercises/`` (the student copies and the checks file) and, with
     ``build``, ``out/book/`` (the book built from a copy of the sources with every solution removed: the exercises
     page from :func:`book_page` with ``hide_solutions``, the chapters' ``{solution}`` blocks stripped, and
-    sphinx-exercise's ``hide_solutions`` on). ``toc_files`` builds only those pages (tests). Returns the files of
-    ``out`` that still contain a solution line (empty when the release is clean)."""
+    sphinx-exercise's ``hide_solutions`` on). ``toc_files`` builds only those pages (tests). Where ``$MINIRL_COURSE``
+    names a course folder, also ``out/course/``: its ``course.toml``, checker modules and ``exercises/`` (student
+    copies, checks file, course table), without ``solutions/``. Returns the files of ``out`` that still contain a
+    solution line (empty when the release is clean)."""
     import shutil
+
+    from .course import current
     out = Path(out)
     if out.exists() and any(out.iterdir()):
         raise FileExistsError(f"{out} is not empty: give a new folder for the class's release")
@@ -571,11 +583,24 @@ def class_release(out: Path, build: bool = True, toc_files: list[str] | None = N
     if stale:  # the course table follows the chapters' word counts: the release writes its own (release_sources)
         raise ValueError(f"the student copies are out of date ({', '.join(stale)}): run python -m minirl.classroom "
                          "make-student first")
+    active = current()
+    stale = make_student_course(active, check=True) if active else []
+    if stale:
+        raise ValueError(f"the course's student copies are out of date ({', '.join(stale)}): run python -m "
+                         f"minirl.classroom make-student --course {active.folder} first")
     nb_out = out / "notebooks" / "exercises"
     nb_out.mkdir(parents=True)
     for p in sorted(SOLUTIONS.glob("*.ipynb")):
         shutil.copy(EXERCISES / p.name, nb_out / p.name)
     shutil.copy(CHECKS_FILE, nb_out / CHECKS_FILE.name)
+    if active:
+        (out / "course" / "exercises").mkdir(parents=True)
+        for f in [active.config, *active.checker_files]:
+            shutil.copy(f, out / "course" / f.name)
+        for name in sorted(active.exercises):
+            shutil.copy(active.out / f"{name}.ipynb", out / "course" / "exercises" / f"{name}.ipynb")
+        for name in (active.checks_file.name, "course_table.md"):
+            shutil.copy(active.out / name, out / "course" / "exercises" / name)
     if build:
         with tempfile.TemporaryDirectory() as tmp:
             src = Path(tmp) / "src"
