@@ -290,3 +290,16 @@ def test_the_cql_chapter_counts_its_value_check_by_the_last_five(record):
                    f"| {len(runs)} of {len(runs)} seeds (final: {len(runs) - 1}, flips); {below} of the last "
                    f"{k * len(runs)} evaluations |"]:
         assert phrase in text, phrase
+
+
+def test_the_iql_chapter_says_its_critic_still_rises(record):
+    """book/iql.md's value check: IQL's estimate below its return at every evaluation, and how much it still rises over
+    the last 5 evaluations (steps 30,000 to 50,000), recomputed from results/record."""
+    runs = [r for d in HOPPER for r in _runs("record", "iql", d)]
+    q = [np.asarray(r["curve"]["q_start"], dtype=float) for r in runs]
+    mc = [np.asarray(r["curve"]["mc_discounted"], dtype=float) for r in runs]
+    assert all((a < b).all() for a, b in zip(q, mc)), "the page says: below its return at every evaluation"
+    k = plots.RECORD_K
+    rise = min((a[-1] - a[-k]) / abs(a[-k]) for a in q)
+    phrase = f"below its return at every evaluation, though still rising (by {int(100 * rise)}% or more over the last"
+    assert phrase in _prose((ROOT / "book" / "iql.md").read_text()), phrase
