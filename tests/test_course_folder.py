@@ -21,9 +21,15 @@ from minirl.classroom import cli, course, grader
 NAME = "07_returns"
 
 CHECKERS = '''"""The checkers of a tiny course: the discounted return of a list of rewards, and the returns to go."""
+import os
+
 import numpy as np
 
+from minirl.classroom.agent_checks import _cached
 from minirl.classroom.checks import Checks, Ref, fresh
+
+FIXED = [1.0, -1.0, 2.0, 0.5]
+CALLS = []  # the processes that computed reference_table (course.toml's warm entry: the grader, once)
 
 
 def _discounted(rewards, gamma):
@@ -37,6 +43,11 @@ def _to_go(rewards, gamma):
         g = rewards[t] + gamma * g
         out[t] = g
     return out
+
+
+def reference_table():
+    CALLS.append(os.getpid())
+    return _to_go(FIXED, 0.9)
 
 
 def check_discounted_return(fn):
@@ -55,6 +66,8 @@ def check_returns_to_go(fn):
     c.compare("rewards [0, 0, 1], gamma 0.5", lambda: fn([0.0, 0.0, 1.0], 0.5), [0.25, 0.5, 1.0])
     rewards = np.random.default_rng(fresh(1)).normal(size=12).tolist()
     c.compare("12 random rewards, gamma 0.8", lambda: fn(rewards, 0.8), Ref(lambda: _to_go(rewards, 0.8)))
+    c.compare("rewards [1, -1, 2, 0.5], gamma 0.9", lambda: fn(FIXED, 0.9),
+              Ref(lambda: _cached("returns-table", reference_table)))
     return c.report()
 '''
 
@@ -64,6 +77,7 @@ TOML = '''checkers = ["returns_checks.py"]
 chapter = "offline_rl"
 reading = ["01_offline_rl"]
 '''
+WARM = 'warm = {returns-table = "returns_checks.reference_table"}\n'
 
 DISCOUNTED = '''def discounted_return(rewards, gamma):
     """The discounted sum of the rewards: sum_t gamma^t r_t."""
@@ -108,7 +122,7 @@ def reference_notebook(stored: bool = True) -> dict:
                 _cell("markdown", "### Task 2: the returns to go\n\n$G_t$ for every $t$, with `discounted_return`."),
                 _cell("code", TO_GO, ["solution"]),
                 _cell("code", "check_returns_to_go(returns_to_go)",
-                      outputs=_stored("returns_to_go: 2/2 checks passed\n") if stored else None),
+                      outputs=_stored("returns_to_go: 3/3 checks passed\n") if stored else None),
             ]}
 
 
@@ -171,7 +185,7 @@ def discounted_return(rewards, gamma):
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory):
     root = tmp_path_factory.mktemp("course")
-    folder = make_course(root / "mycourse", stored=False)
+    folder = make_course(root / "mycourse", toml=TOML + WARM, stored=False)
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv(course.ENV, str(folder))  # as the walkthrough runs the reference notebook
         done = subprocess.run([sys.executable, "-m", "jupyter", "nbconvert", "--to", "notebook", "--execute",
@@ -198,13 +212,14 @@ def graded(tmp_path_factory):
         code = cli.main(["grade", str(submissions), "--course", str(folder), "--json", str(out), "--parallel", "2"])
         assert code == 0
         rows = {(r["student"], r["task"]): r for r in json.loads(out.read_text())}
+        warmed = list(sys.modules["minirl_course.returns_checks"].CALLS)
         check = subprocess.run([sys.executable, "-m", "minirl.classroom", "check", "--course", str(folder),
                                 str(submissions / "ana" / f"{NAME}.ipynb")], capture_output=True, text=True)
-        yield folder, rows, check
+        yield folder, rows, check, warmed
 
 
 def test_make_student_writes_the_course_s_student_copy_and_checks_file(graded):
-    folder, _, _ = graded
+    folder, _, _, _ = graded
     student = (folder / "exercises" / f"{NAME}.ipynb").read_text()
     checks = json.loads((folder / "exercises" / "checks.json").read_text())["notebooks"]
     assert "weight *= gamma" not in student and "discounted_return: your code here" in student
@@ -217,7 +232,7 @@ def test_make_student_writes_the_course_s_student_copy_and_checks_file(graded):
 
 
 def test_the_right_answer_gets_full_points_and_the_wrong_one_none(graded):
-    _, rows, _ = graded
+    _, rows, _, _ = graded
     for task in ("discounted_return", "returns_to_go"):
         assert rows["ana", task]["status"] == "passed", rows["ana", task]
         assert rows["ana", task]["points"] == rows["ana", task]["points_possible"] == 2
@@ -226,8 +241,16 @@ def test_the_right_answer_gets_full_points_and_the_wrong_one_none(graded):
     assert rows["ben", "returns_to_go"]["status"] == "passed"  # graded on the reference's discounted_return
 
 
+def test_the_warm_entry_is_computed_once_by_the_grader(graded):
+    """course.toml's warm entry: called once, in the grader's own process, before it forks; the judge of every
+    student's returns_to_go then finds it in the cache."""
+    _, rows, _, warmed = graded
+    assert warmed == [os.getpid()]
+    assert rows["ana", "returns_to_go"]["checks_passed"] == 3
+
+
 def test_the_student_s_process_cannot_read_the_course_s_reference(graded):
-    _, rows, _ = graded
+    _, rows, _, _ = graded
     eve = rows["eve", "discounted_return"]
     assert eve["status"] == "blocked" and eve["points"] == 0, eve
     assert "solutions" in eve["message"] and NAME in eve["message"], eve
@@ -241,7 +264,7 @@ def test_the_student_s_process_cannot_read_the_course_s_reference(graded):
 def test_without_isolation_the_ctypes_route_reads_it(graded, tmp_path, monkeypatch, capsys):
     """What the namespaces are for, and that the route above aims at the right file: with them off
     (MINIRL_GRADER_ISOLATION=off) the same answer reads the reference notebook past the audit hook."""
-    folder, _, _ = graded
+    folder, _, _, _ = graded
     monkeypatch.setattr(grader, "_ISOLATION", [])
     monkeypatch.setenv("MINIRL_GRADER_ISOLATION", "off")
     (tmp_path / "mallory").mkdir()
@@ -255,14 +278,14 @@ def test_without_isolation_the_ctypes_route_reads_it(graded, tmp_path, monkeypat
 
 
 def test_the_self_check_finds_the_course(graded):
-    _, _, check = graded
+    _, _, check, _ = graded
     assert check.returncode == 0, check.stdout + check.stderr
     assert "ok      discounted_return (function): 3/3 checks passed" in check.stdout
     assert f"{NAME}: 2/2 tasks passed" in check.stdout
 
 
 def test_a_class_release_carries_the_course_without_its_solutions(graded, tmp_path, capsys):
-    folder, _, _ = graded
+    folder, _, _, _ = graded
     code, out, err = run_cli(capsys, "class-release", tmp_path / "release", "--no-build", "--course", folder)
     assert code == 0, err
     assert "course/ (the course folder without its solutions/)" in out
@@ -279,7 +302,7 @@ def test_a_class_release_carries_the_course_without_its_solutions(graded, tmp_pa
 
 
 def test_with_a_course_the_built_in_exercises_stay(graded, monkeypatch):
-    folder, _, _ = graded
+    folder, _, _, _ = graded
     builtin = grader.load_checks()
     monkeypatch.setenv(course.ENV, str(folder))
     assert set(grader.all_checks()) == set(builtin) | {NAME}
