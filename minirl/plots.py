@@ -629,20 +629,22 @@ def verdict_table(comparisons, k: int = RECORD_K, confidence: float = 0.95, n_bo
 
     ``comparisons``: ``(claim, dataset, name, runs_a, label_a, runs_b, label_b)``, e.g. ``("b", "hopper-medium-replay",
     "IQL minus 10%BC", record, "iql", record, "10%bc")``; the two sides may come from different folders (a sweep
-    against the runs of record, 1M steps against 50,000). Columns: the seeds a side, the difference of the statistic
-    of record (mean of the last ``k`` evaluations) with its interval, the same on final evaluations (for the
-    laboratory pages), and the reading. A comparison without runs on a side says so."""
+    against the runs of record, 1M steps against 50,000); ``claim`` None for a comparison that decides no claim
+    (its column shows ``-``). Columns: the seeds a side, the difference of the statistic of record (mean of the last
+    ``k`` evaluations) with its interval, the same on final evaluations (for the laboratory pages), and the reading.
+    A comparison without runs on a side says so."""
     lines = [f"| claim | dataset | comparison | seeds | last {k}: difference [95% CI] | final (lab) | verdict |",
              "| --- | --- | --- | ---: | ---: | ---: | --- |"]
     for claim, dataset, name, runs_a, label_a, runs_b, label_b in comparisons:
+        claim = "-" if claim is None else f"({claim})"
         a, b = record_scores(runs_a, label_a, dataset, k), record_scores(runs_b, label_b, dataset, k)
         if not a.size or not b.size:
-            lines.append(f"| ({claim}) | {dataset} | {name} | - | not run | | |")
+            lines.append(f"| {claim} | {dataset} | {name} | - | not run | | |")
             continue
         v = protocol_verdict(a, b, final_scores(runs_a, label_a, dataset), final_scores(runs_b, label_b, dataset),
                              confidence, n_boot, seed)
         (d, lo, hi), (df, lof, hif) = v["record"], v["final"]
-        lines.append(f"| ({claim}) | {dataset} | {name} | {v['seeds'][0]} / {v['seeds'][1]} | "
+        lines.append(f"| {claim} | {dataset} | {name} | {v['seeds'][0]} / {v['seeds'][1]} | "
                      f"{d:+.1f} [{lo:+.1f}, {hi:+.1f}] | {df:+.1f} [{lof:+.1f}, {hif:+.1f}] | {v['reading']} |")
     return "\n".join(lines)
 

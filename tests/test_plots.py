@@ -577,3 +577,6 @@ def test_verdict_table_judges_by_the_last_five_says_provisional_and_flips():
     assert lines[4] == "| (b) | a | CQL minus BC | - | not run | | |"
     v = plots.protocol_verdict([1.0, 2.0], [0.0, 0.5], [1.0, 2.0], [0.0, 0.5])
     assert v["provisional"] and not v["flips"] and v["reading"] == "above (provisional)"
+    # a comparison that decides no claim (claim None): "-" in the claim column, judged the same way
+    untagged = plots.verdict_table([(None, "a", "IQL minus 10%BC", runs, "iql", runs, "10%bc")]).splitlines()[2]
+    assert untagged == "| - |" + lines[2].removeprefix("| (b) |")
