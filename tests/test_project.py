@@ -122,3 +122,54 @@ def test_a_bad_points_or_minutes_entry_names_the_cell_s_metadata(key, value, mes
     cell["metadata"][key] = value
     with pytest.raises(ValueError, match=f"06_project: {message}; expected a positive integer"):
         release.notebook_spec(nb, "06_project")
+
+
+def _verdict_of(monkeypatch, sweep, steps=None):
+    """The penalty_sweep check run in this process on ``sweep``: its verdict record and the printed output."""
+    import contextlib
+    import io
+
+    from minirl.classroom import checks
+    if steps is not None:
+        monkeypatch.setitem(pc.GRADING, "steps", steps)
+    checks._VERDICTS.clear()
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        pc.check_penalty_sweep(sweep)
+    return checks._VERDICTS[-1], out.getvalue()
+
+
+def test_the_sweep_s_reported_score_is_never_the_verdict(monkeypatch):
+    """Before, the check compared the number the student's sweep returned with the passing score: a sweep that
+    returned 100 without training, or trained 20 times too briefly and reported 100, passed. Now the check scores the
+    policy the run trained, from its actor's weights."""
+    forged = lambda update, alphas, seeds, steps: np.full((len(alphas), len(seeds)), 100.0)  # noqa: E731
+    verdict, out = _verdict_of(monkeypatch, forged)
+    assert verdict["passed"] == 0 and "never called the update" in out
+
+    def brief(update, alphas, seeds, steps):
+        pc.train_and_score(update, alphas[0], seeds[0], steps // 20)
+        return np.full((1, 1), 100.0)
+    verdict, out = _verdict_of(monkeypatch, brief)
+    assert verdict["passed"] == 0 and "your sweep reported 100.0" in out, out
+
+
+def test_the_check_s_own_score_of_the_trained_actor_is_the_run_s_final_evaluation(monkeypatch):
+    """score_of_actor evaluates the weights on the episodes train_and_score evaluates: an honest sweep's reported
+    score and the check's own agree exactly (a short run, and a pass mark every run reaches)."""
+    monkeypatch.setattr(pc, "reference_distribution", lambda path=None: {"scores": [-1000.0]})
+    kept = {}
+
+    def sweep(update, alphas, seeds, steps):
+        def keeping(agent, batch):
+            kept["agent"] = agent
+            return update(agent, batch)
+        return np.array([[pc.train_and_score(keeping, alphas[0], seeds[0], steps)]])
+    verdict, _ = _verdict_of(monkeypatch, sweep, steps=30)
+    assert verdict["passed"] == verdict["n"] == 1
+    weights = {k: v.numpy() for k, v in kept["agent"].actor.state_dict().items()}
+    reported = pc.train_and_score(lambda agent, batch: agent.update(batch), pc.GRADING["cql_alpha"],
+                                  pc.GRADING["seed"], 30)
+    assert pc.score_of_actor(weights, pc.GRADING["cql_alpha"], pc.GRADING["seed"]) == reported
+    with pytest.raises(ValueError, match="the actor's weights name"):
+        pc.score_of_actor({"w": np.zeros(3)}, 5.0, 100)

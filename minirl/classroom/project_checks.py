@@ -8,8 +8,10 @@ The student writes one update of ``minirl.cql.CQL`` (CQL(H) with importance-samp
 * :func:`check_penalty_sweep` (an *experiment* task): the student's sweep function trains the student's update once, at
   the grading setting :data:`GRADING` (alpha 5, 4,000 updates, seed 100), and the score must reach the reference's
   distribution: at least the lowest score of minirl's own ``CQL.update`` over the 20 seeds of
-  ``results/assignment/reference.json`` minus :data:`TOLERANCE` points. The reference's runs and the scores of
-  broken updates at the same setting come from ``experiments/assignment_reference.py``.
+  ``results/assignment/reference.json`` minus :data:`TOLERANCE` points. The score is not the one the sweep reports:
+  the check keeps the agent the sweep's run updated and returns its actor's weights (plain arrays), and the verdict
+  evaluates that policy itself (:func:`score_of_actor`, in the grader's process when grading). The reference's runs
+  and the scores of broken updates at the same setting come from ``experiments/assignment_reference.py``.
 
 The networks are small (2 x 64, N = 4 sampled actions per proposal) so that a run of 4,000 updates takes about a
 minute on one core; the sweep the student runs (4 alphas x 3 seeds x 5,000 updates) about 11 minutes.
@@ -131,11 +133,34 @@ def passing_score(ref: dict | None = None) -> float:
     return min(ref["scores"]) - TOLERANCE
 
 
+def score_of_actor(weights: dict, cql_alpha: float, seed: int) -> float:
+    """The normalised score of the deterministic policy whose actor has ``weights`` (``state_dict`` arrays of
+    :func:`make_cql`'s actor), over :data:`EVAL_EPISODES` episodes seeded as :func:`train_and_score`'s evaluation
+    (:class:`minirl.train.Evaluation`): what a run that ended with this actor scored, computed from its weights."""
+    import torch
+
+    from ..datasets import normalized_score
+    from ..evaluation import run_episodes
+    data, normalizer = project_data()
+    agent = make_cql(cql_alpha, seed, (data.obs_dim, data.act_dim, data.action_low, data.action_high))
+    state = agent.actor.state_dict()
+    if not isinstance(weights, dict) or set(weights) != set(state):
+        raise ValueError(f"the actor's weights name {sorted(weights) if isinstance(weights, dict) else weights!r}, "
+                         f"expected {sorted(state)}")
+    agent.actor.load_state_dict({k: torch.as_tensor(np.asarray(v), dtype=state[k].dtype).reshape(state[k].shape)
+                                 for k, v in weights.items()})
+    returns = run_episodes(agent, "Pendulum-v1", EVAL_EPISODES, seed=10_000 * (seed + 1),
+                           state_normalizer=normalizer)["returns"]
+    return float(normalized_score("pendulum", returns).mean())
+
+
 def check_penalty_sweep(fn, update=None):
     """Task: ``fn(update, alphas, seeds, steps)`` returns the normalised scores of ``update`` trained at each alpha and
     seed, an array of shape ``(len(alphas), len(seeds))``. Checked with one run of the student's ``update`` (the
-    notebook passes its ``cql_update``; ``None``: the agent's own) at :data:`GRADING`: its score must reach
-    :func:`passing_score`. Returns the score (``None`` if the run fails)."""
+    notebook passes its ``cql_update``; ``None``: the agent's own) at :data:`GRADING`: the policy that run trained
+    (the agent ``update`` was last called with) must score at least :func:`passing_score`, evaluated by the check
+    from its weights (:func:`score_of_actor`), never read off what the sweep returns. Returns the score the sweep
+    reported (``None`` if the run fails)."""
     update = update or (lambda agent, batch: agent.update(batch))
     ref = reference_distribution()
     floor = passing_score(ref)
@@ -143,23 +168,43 @@ def check_penalty_sweep(fn, update=None):
     c = Checks("penalty_sweep", reference=penalty_sweep_reference)
     state: dict = {}
 
+    def watched(agent, batch):  # the agent the sweep trains: its actor is what the verdict scores
+        state["agent"] = agent
+        return update(agent, batch)
+
     def run():
-        if not state:
+        if "score" not in state and "error" not in state:
             try:
-                got = np.asarray(fn(update, (GRADING["cql_alpha"],), (GRADING["seed"],), GRADING["steps"]),
+                got = np.asarray(fn(watched, (GRADING["cql_alpha"],), (GRADING["seed"],), GRADING["steps"]),
                                  dtype=float)
                 if got.shape != (1, 1):
                     raise ValueError(f"expected scores of shape (1, 1) for one alpha and one seed, got {got.shape}")
+                if "agent" not in state:
+                    raise ValueError("the sweep never called the update it was given: train with "
+                                     "train_and_score(update, alpha, seed, steps)")
+                actor = getattr(state.pop("agent"), "actor", None)
+                if actor is None or not hasattr(actor, "state_dict"):
+                    raise ValueError("the agent the update was called with has no actor to evaluate")
                 state["score"] = float(got[0, 0])
+                state["actor"] = {k: v.detach().cpu().numpy() for k, v in actor.state_dict().items()}
             except Exception as e:  # noqa: BLE001 - reported by the check
                 state["error"] = e
         if "error" in state:
             raise state["error"]
-        return state["score"]
+        return {"reported": state["score"], "actor": state["actor"]}
 
-    c.compare(f"the score after {GRADING['steps']:,} updates at alpha {GRADING['cql_alpha']:g} (seed "
-              f"{GRADING['seed']}) is at least {floor:.1f}: the reference's {len(ref['scores'])} seeds scored "
-              f"{lo:.1f} to {hi:.1f}, less a tolerance of {TOLERANCE:g}", run,
-              lambda got: None if got >= floor else f"your update's run scored {got:.1f}, expected at least {floor:.1f}")
+    def verdict(got):
+        try:
+            score = score_of_actor(got["actor"], GRADING["cql_alpha"], GRADING["seed"])
+        except Exception as e:  # noqa: BLE001 - weights that do not fit the assignment's actor
+            return f"the trained actor could not be evaluated ({type(e).__name__}: {e})"
+        if score >= floor:
+            return None
+        return (f"the policy your update trained scored {score:.1f} (your sweep reported {float(got['reported']):.1f}), "
+                f"expected at least {floor:.1f}")
+
+    c.compare(f"the policy trained by {GRADING['steps']:,} updates at alpha {GRADING['cql_alpha']:g} (seed "
+              f"{GRADING['seed']}) scores at least {floor:.1f}: the reference's {len(ref['scores'])} seeds scored "
+              f"{lo:.1f} to {hi:.1f}, less a tolerance of {TOLERANCE:g}", run, verdict)
     c.report()
     return state.get("score")
