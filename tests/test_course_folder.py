@@ -277,6 +277,17 @@ def test_without_isolation_the_ctypes_route_reads_it(graded, tmp_path, monkeypat
     assert f"got {min(size, 1 << 16)}," in row["details"], row["details"]
 
 
+def test_the_spawned_worker_grades_the_course_too(graded, monkeypatch):
+    """Where the grader cannot fork, ``python -m minirl.classroom.sandbox worker`` runs each notebook: it finds the
+    course through $MINIRL_COURSE, and its audit hook refuses the course's reference notebook."""
+    folder, _, _, _ = graded
+    monkeypatch.setenv(course.ENV, str(folder))
+    results, _ = grader.grade_folder(folder.parent / "submissions", use_fork=False, notebooks=[NAME])
+    status = {(r.student, r.task): r.status for r in results}
+    assert status["ana", "discounted_return"] == status["ana", "returns_to_go"] == "passed", status
+    assert status["ben", "discounted_return"] == "failed" and status["eve", "discounted_return"] == "blocked", status
+
+
 def test_the_self_check_finds_the_course(graded):
     _, _, check, _ = graded
     assert check.returncode == 0, check.stdout + check.stderr
