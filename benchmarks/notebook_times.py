@@ -57,16 +57,50 @@ def machine() -> dict:
             "torch": torch.__version__, "load_at_start": os.getloadavg()[0]}
 
 
+def minutes(seconds: float) -> str:
+    """The intro's way of writing a time: seconds under two minutes, else minutes to one decimal."""
+    return f"{seconds:.0f}&nbsp;s" if seconds < 120 else f"{seconds / 60:.1f}&nbsp;min"
+
+
+def times_of(record: dict, kind: str) -> dict[str, float]:
+    """Notebook -> CPU seconds of its first run of ``kind`` (``first`` or ``cached``) in a record."""
+    out = {}
+    for row in record["runs"]:
+        if row["kind"] == kind and row["returncode"] == 0 and row["notebook"] not in out:
+            out[row["notebook"]] = row["cpu_s"]
+    return out
+
+
+def table(records: list[dict]) -> str:
+    """The intro's table: per notebook, the CPU time of a first and of a cached run in each record."""
+    head = ["notebook"] + [f"{r['label']} {kind}" for r in records for kind in ("first run", "cached")]
+    lines = ["| " + " | ".join(head) + " |", "| --- |" + " ---: |" * (len(head) - 1)]
+    for name in CHAPTERS:
+        cells = []
+        for r in records:
+            for kind in ("first", "cached"):
+                t = times_of(r, kind).get(name)
+                cells.append(minutes(t) if t is not None else "-")
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
-    p.add_argument("--repo", type=Path, required=True, help="a fresh clone of this repository")
-    p.add_argument("--data", type=Path, required=True, help="MINIRL_DATA for the runs (empty for a first run)")
+    p.add_argument("--repo", type=Path, help="a fresh clone of this repository")
+    p.add_argument("--data", type=Path, help="MINIRL_DATA for the runs (empty for a first run)")
+    p.add_argument("--table", nargs="+", metavar="JSON", help="print the table of these records and stop")
     p.add_argument("--passes", type=int, default=2, help="1: a first run; 2: then a cached run (default)")
     p.add_argument("--notebooks", nargs="*", default=CHAPTERS)
     p.add_argument("--timeout", type=int, default=3600, help="seconds per cell")
     p.add_argument("--json", type=Path, default=None)
     p.add_argument("--label", default="")
     a = p.parse_args(argv)
+    if a.table:
+        print(table([json.loads(Path(f).read_text()) for f in a.table]))
+        return
+    if a.repo is None or a.data is None:
+        p.error("--repo and --data are required (or --table JSON ...)")
     env = {k: v for k, v in os.environ.items()}
     env["MINIRL_DATA"] = str(a.data)
     env.setdefault("MINIRL_SCALE", "cpu")
