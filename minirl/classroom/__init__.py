@@ -10,6 +10,7 @@ The files, in the order they depend on each other (each imports only those above
 ``checks.py``        how a check compares (:class:`~minirl.classroom.checks.Checks`), the function tasks' checkers
 ``agent_checks.py``  the agent and experiment tasks: small fixed problems, seeded agents, reference sweeps
 ``stitching_checks.py`` the stitching chapter's tasks (one-step, BCQL's values, IQL's expectile on the gridworld)
+``debug_checks.py``   the "find the bug" tasks: IQL's losses (chapter 4) and CQL's critic loss (chapter 3), fixed
 ``comparison_checks.py`` the comparison chapter's tasks (bootstrap intervals, the IQM, verdicts on the results)
 ``project_checks.py`` the end-to-end assignment (continuous CQL's update, trained on pendulum-expert, and a sweep)
 ``release.py``       from the reference notebooks (``notebooks/exercises/solutions/``): the student copies, the checks
@@ -38,12 +39,14 @@ _EXPORTS = {
                "check_discrete_cql_penalty", "check_empirical_mdp", "check_evaluate_policy",
                "check_expectile_experiment", "check_expectile_loss", "check_lagrange_loss", "check_optimism_experiment",
                "check_policy_transition", "check_q_target", "check_soft_clipped_double_q", "check_vae_loss"),
+    "debug_checks": ("check_cql_critic_loss", "check_iql_losses"),
     "comparison_checks": ("COMPARISONS", "RECORD", "check_bootstrap_ci", "check_compare", "check_iqm",
                           "check_record_verdicts", "check_stratified_iqm_ci"),
     "project_checks": ("PROJECT_ALPHAS", "check_cql_update", "check_penalty_sweep", "make_cql", "make_exercise_cql",
                        "train_and_score"),
-    "stitching_checks": ("STITCH_TAUS", "check_bcql_values", "check_one_step_policy", "check_stitching_sweep",
-                         "check_stitching_threshold", "stitching_exercise"),
+    "stitching_checks": ("DESIGN", "STITCH_TAUS", "check_bcql_values", "check_one_step_policy",
+                         "check_stitching_design", "check_stitching_sweep", "check_stitching_threshold",
+                         "design_methods", "segments_dataset", "stitching_exercise"),
 }
 _WHERE = {name: module for module, names in _EXPORTS.items() for name in names}
 CHECKER_MODULES = tuple(_EXPORTS)  # the modules whose check_* functions the notebooks call (the grader's list too)

@@ -163,3 +163,156 @@ def check_stitching_threshold(fn) -> None:
         c.compare(f"{n_a}/{n_b}/{n_c} segments of A/B/C, decoy {r:g}: the closed form's tau_c, within 1e-3",
                   lambda g=grid, d=data: float(fn(g, d)), want, atol=1e-3, rtol=0.0)
     c.report()
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Design a dataset: tabular CQL stitches on it, IQL at tau = 0.7 does not (no expected value: a property)
+# ---------------------------------------------------------------------------------------------------------------
+
+DESIGN = {"alpha": 0.3, "tau": 0.7, "decoy_reward": 0.5, "max_segments": 40, "max_moves": 20}
+
+
+def _segment_start(grid, start) -> int:
+    """The state a segment starts from: a cell name of ``grid.cells`` or a ``(row, col)`` pair."""
+    if isinstance(start, str):
+        if start not in grid.cells:
+            raise ValueError(f"unknown cell name {start!r} (the names: {', '.join(sorted(grid.cells))})")
+        return grid.state(grid.cells[start])
+    if isinstance(start, (tuple, list)) and len(start) == 2:
+        def whole(x):
+            if isinstance(x, (bool, np.bool_)) or not (isinstance(x, (int, np.integer)) or (
+                    isinstance(x, np.ndarray) and x.shape == () and x.dtype.kind in "iu")):
+                raise ValueError(f"a cell is (row, col) in whole numbers, got {start!r}")
+            return int(x)
+        return grid.state((whole(start[0]), whole(start[1])))
+    raise ValueError(f"a segment starts at a cell name or a (row, col) pair, got {start!r}")
+
+
+def segments_dataset(grid, segments, max_segments: int | None = None, max_moves: int | None = None) -> dict:
+    """The tabular dataset of ``segments`` in ``grid``'s true (deterministic) world, as :func:`minirl.stitching.
+    make_dataset` returns it: each segment a pair ``(start, moves)``, ``start`` a cell name (``"start"``, ``"west"``,
+    ``"junction1"``, ...) or a ``(row, col)`` pair, ``moves`` a string of U, R, D, L, walked from ``start`` as one
+    episode. Raises ``ValueError`` on a malformed segment, a move after an exit, or more segments or moves than
+    allowed."""
+    from .. import stitching as st
+    if not isinstance(segments, (list, tuple)) or not segments:
+        raise ValueError(f"expected a non-empty list of (start, moves) segments, got {type(segments).__name__}")
+    if max_segments is not None and len(segments) > max_segments:
+        raise ValueError(f"{len(segments)} segments: at most {max_segments}")
+    mdp, rows = grid.mdp, []
+    for episode, segment in enumerate(segments):
+        if not isinstance(segment, (list, tuple)) or len(segment) != 2 or not isinstance(segment[1], str):
+            raise ValueError(f"segment {episode}: expected a pair (start, moves), moves a string of U, R, D, L; got "
+                             f"{segment!r}"[:300])
+        s, moves = _segment_start(grid, segment[0]), segment[1]
+        if not moves or (max_moves is not None and len(moves) > max_moves) or set(moves) - set("URDL"):
+            raise ValueError(f"segment {episode}: moves {moves!r}: 1 to {max_moves or 'any number of'} letters of "
+                             "U, R, D, L"[:300])
+        if mdp.terminal[s]:
+            raise ValueError(f"segment {episode} starts in an exit, {grid.cell(s)}")
+        for k, letter in enumerate(moves):
+            if mdp.terminal[s]:
+                raise ValueError(f"segment {episode} moves on after entering the exit {grid.cell(s)} (move {k})")
+            a = st._LETTER[letter]
+            s_next = int(np.argmax(mdp.P[s, a]))
+            rows.append((s, a, mdp.R[s, a], s_next, bool(mdp.terminal[s_next]), episode))
+            s = s_next
+    s, a, r, s2, done, ep = map(np.array, zip(*rows))
+    return {"s": s.astype(np.int64), "a": a.astype(np.int64), "r": r.astype(float), "s_next": s2.astype(np.int64),
+            "done": done, "timeout": np.zeros(len(s), dtype=bool), "episode": ep.astype(np.int64)}
+
+
+def design_methods(grid, data) -> dict:
+    """What the design task asks about ``data``: ``{"cql": ..., "iql": ...}``, the probability that the greedy policy
+    (among the data's actions) of tabular CQL at ``DESIGN["alpha"]`` and of tabular IQL at ``DESIGN["tau"]`` enters
+    G from S, computed with :mod:`minirl.stitching`'s solvers on the empirical MDP of ``data``."""
+    from .. import stitching as st
+    from .. import tabular as tab
+    mdp = grid.mdp
+    S, A = mdp.n_states, mdp.n_actions
+    mdp_hat, counts = tab.empirical_mdp(data, S, A, mdp.gamma)
+    support, pi_hat = counts > 0, tab.empirical_behavior_policy(data, S, A)
+    goal = grid.state(grid.cells["goal"])
+    Q = st.cql_fixed_point(mdp_hat, pi_hat, support, DESIGN["alpha"])
+    pi_iql, _, _ = st.iql_policy(mdp_hat, pi_hat, support, DESIGN["tau"])
+    reach = lambda pi: float(st.reach_probability(mdp, pi, goal)[grid.start])  # noqa: E731
+    return {"cql": reach(st.greedy_in_support(Q, support, pi_hat)), "iql": reach(pi_iql)}
+
+
+def _whole_path(grid, segments) -> str | None:
+    """What is wrong if a segment passes through S and then enters G (the data would hold the whole way)."""
+    from .. import stitching as st
+    goal = grid.state(grid.cells["goal"])
+    for episode, (start, moves) in enumerate(segments):
+        s, seen_start = _segment_start(grid, start), False
+        for letter in moves:
+            seen_start |= s == grid.start
+            s = int(np.argmax(grid.mdp.P[s, st._LETTER[letter]]))
+        if seen_start and s == goal:
+            return (f"segment {episode} goes from S to G by itself: the data must hold the way only in pieces (copying "
+                    "that segment would be enough, nothing to stitch)")
+    return None
+
+
+def stitching_design_reference(grid):
+    """A design of the task's kind, found by search: the fewest segments of the chapter's families A, B, C (each
+    1 to 6) on which CQL stitches and IQL does not. Its segments, as the task returns them."""
+    import itertools
+    for total in range(3, 19):
+        for n_a, n_b in itertools.product(range(1, 7), range(1, 7)):
+            n_c = total - n_a - n_b
+            if 1 <= n_c <= 6:
+                from .. import stitching as st
+                segments = [tuple(st.FAMILIES[f]) for f, n in zip("ABC", (n_a, n_b, n_c)) for _ in range(n)]
+                found = design_methods(grid, segments_dataset(grid, segments))
+                if found["cql"] > 0.99 and found["iql"] < 0.01:
+                    return segments
+    raise RuntimeError("no design of families A, B, C found")
+
+
+def check_stitching_design(fn) -> None:
+    """Task (design a dataset): ``fn(grid)`` returns segments (:func:`segments_dataset`) on which tabular CQL at
+    alpha 0.3 reaches G from S and tabular IQL at tau 0.7 does not, with no segment from S into G. The check is
+    the property, computed in the judge with minirl's solvers (:func:`design_methods`): there is no expected value
+    to read off."""
+    from .. import stitching as st
+    c = Checks("stitching_design", reference=stitching_design_reference)
+    grid = st.gridworld(decoy_reward=DESIGN["decoy_reward"], gamma=0.9)
+    state: dict = {}
+
+    def design():  # in the child: the student's segments (called once), recorded as plain data
+        if "got" not in state:
+            state["got"] = fn(grid)
+        return state["got"]
+
+    def parsed(got):
+        try:
+            return segments_dataset(grid, got, DESIGN["max_segments"], DESIGN["max_moves"]), None
+        except ValueError as e:
+            return None, str(e)
+
+    def valid(got):
+        return parsed(got)[1]
+
+    def no_whole_path(got):
+        data, problem = parsed(got)
+        return "the design is not valid (the first check)" if data is None else _whole_path(grid, got)
+
+    def method(name, wanted):
+        def judge(got):
+            data, problem = parsed(got)
+            if data is None:
+                return "the design is not valid (the first check)"
+            reach = design_methods(grid, data)[name]
+            return None if (reach > 0.99) == wanted else (f"its greedy policy enters G from S with probability "
+                                                           f"{reach:.2f}, expected {1 if wanted else 0}")
+        return judge
+
+    c.compare(f"the design: 1 to {DESIGN['max_segments']} segments (start, moves), at most {DESIGN['max_moves']} "
+              "moves of U, R, D, L each, none moving on after an exit", design, valid)
+    c.compare("no segment goes from S into G by itself", design, no_whole_path)
+    c.compare(f"tabular CQL, alpha {DESIGN['alpha']:g}, greedy among the data's actions: reaches G from S", design,
+              method("cql", True))
+    c.compare(f"tabular IQL, tau {DESIGN['tau']:g}, greedy among the data's actions: does not reach G from S", design,
+              method("iql", False))
+    c.report()
