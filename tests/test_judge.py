@@ -482,3 +482,15 @@ def test_what_a_task_starts_ends_with_it(tmp_path):
     vic = rows_of(results, "vic")
     assert vic["policy_transition"].status == "passed"
     assert vic["evaluate_policy"].status == "passed", vic["evaluate_policy"].message
+
+
+def test_a_self_check_without_the_reference_notebooks_grades_every_task(tmp_path, monkeypatch):
+    """A student's copy of a class release has checks.json but no solutions: the self-check died after the first task
+    (each task's process waited for the reference's earlier answers, which it could not read: 'process died'). It now
+    runs the notebook as the student does, and says so; with the solutions there, nothing changes."""
+    path = write(tmp_path, "you", NB, filled(NB))
+    monkeypatch.setattr(grader, "SOLUTIONS", tmp_path / "no-solutions")
+    rows, _ = grader.check_notebook(path, time_limit=60)
+    assert [r.status for r in rows if r.level != "written"] == ["passed"] * 4, [(r.task, r.status, r.message)
+                                                                                for r in rows]
+    assert grader.NO_REFERENCE_NOTE in rows[0].message

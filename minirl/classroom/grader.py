@@ -268,6 +268,7 @@ class Job:
     wall_limit: float = 0.0     # seconds on the clock for the whole child (one process: time_limit; a chain: more)
     writer: int = 0             # the process that sends the chain the reference's answers
     mode: str = "tasks"         # tasks: each on the reference's earlier pieces; own: the notebook as the student runs it
+    note: str = ""              # said in the first row (a self-check without the reference notebooks)
     own: Job | None = None      # the run on the student's own pieces, made where a task failed before another one
 
 
@@ -337,13 +338,22 @@ def _start(job: Job, forbidden: list[str], use_fork: bool, hidden: list[str] | N
         job.pid = job.proc.pid
 
 
+def reference_path(notebook: str) -> Path:
+    """Where ``notebook``'s reference notebook is (a course folder's exercise: in the course; else
+    ``notebooks/exercises/solutions/``); a class release has none."""
+    from . import course
+    active = course.current()
+    return active.reference(notebook) if active and notebook in active.exercises else SOLUTIONS / f"{notebook}.ipynb"
+
+
+NO_REFERENCE_NOTE = ("graded as your notebook runs it, each task on your own earlier answers: this copy has no "
+                     "reference notebooks, so the grade can differ where an earlier task is wrong")
+
+
 def reference_answers(spec: dict, notebook: str) -> list[dict]:
     """The reference notebook's answer cells, task by task in the notebook's order: ``[{"task", "source"}]`` (a course
     folder's exercise: from its own reference notebook)."""
-    from . import course
-    active = course.current()
-    path = active.reference(notebook) if active and notebook in active.exercises else SOLUTIONS / f"{notebook}.ipynb"
-    nb = json.loads(path.read_text())
+    nb = json.loads(reference_path(notebook).read_text())
     steps, found = build_program(spec, nb)
     if found["missing"]:
         raise GradingError(f"the reference notebook {notebook}.ipynb has no answer for {', '.join(found['missing'])}")
@@ -778,6 +788,8 @@ def results_of(job: Job) -> list[TaskResult]:
         note = (f"{ignored} code cell{'s' if ignored > 1 else ''} not in the reference {'were' if ignored > 1 else 'was'}"
                 " ignored (only the answer cells are graded)")
         rows[0].message = "; ".join(m for m in (rows[0].message, note) if m)
+    if job.note and rows:
+        rows[0].message = "; ".join(m for m in (rows[0].message, job.note) if m)
     for r in rows:
         if r.task in job.found["flags"]:
             r.message = "; ".join(m for m in (r.message, job.found["flags"][r.task]) if m)
@@ -822,6 +834,8 @@ def prepare(student: str, notebook: str, path: Path | None, spec: dict, time_lim
     """A job for one notebook; with ``key``, each check step gets the draw of its fresh inputs (:func:`fresh_draw`),
     without, the public inputs of the self-check."""
     job = Job(student, notebook, path, spec, time_limit=time_limit_of(spec, time_limit))
+    if not reference_path(notebook).exists():  # a student's copy of a class release: no reference's pieces to use
+        job.mode, job.note = "own", NO_REFERENCE_NOTE
     if path is not None:
         nb, problem = read_submission(path)
         if nb is None:
