@@ -51,6 +51,8 @@ WRONG = [
     ("05_comparison", "iqm", "None) / 0.5", "None)"),  # the weights sum to 1/2
     ("05_comparison", "stratified_iqm_ci", "stats = np.array([iqm(row) for row in samples])",
      "stats = samples.mean(axis=1)"),  # the mean, not the IQM
+    ("05_comparison", "seed_design", "low_high = [10.0, 12.0, 14.0, 80.0, 84.0]",
+     "low_high = [36.0, 38.0, 40.0, 42.0, 44.0]"),  # the gap without the split seeds: pair 1's verdict is above
     ("05_comparison", "compare", 'verdict = "above" if lo > 0 else "below" if hi < 0 else "overlap"',
      'verdict = "above" if a.mean() > b.mean() else "below"'),  # the verdict read off the means
     ("06_project", "cql_update", "critic_loss = td_loss + cfg.cql_alpha * gap.sum()",

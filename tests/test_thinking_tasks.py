@@ -155,3 +155,36 @@ def test_the_design_is_judged_in_the_grader_from_the_recorded_segments():
             checks._MODE = "local"
         verdict, _ = grader.judge_task("stitching_design", recorded)
         assert (verdict["passed"] == verdict["n"] == 4) == passes, verdict
+
+
+def _seed_design_solution():
+    src = next("".join(c["source"]) for c in json.loads((release.SOLUTIONS / "05_comparison.ipynb").read_text())[
+        "cells"] if "solution" in c["metadata"].get("tags", []) and "def seed_design(" in "".join(c["source"]))
+    return _function(src, "seed_design")
+
+
+SPLIT, STEADY = [10.0, 12.0, 14.0, 80.0, 84.0], [20.0, 22.0, 24.0, 26.0, 28.0]
+TIGHT_A, TIGHT_B = [56.0, 57.0, 58.0, 59.0, 60.0], [54.0, 55.0, 56.0, 57.0, 58.0]
+SEED_DESIGNS = {  # a design of chapter 5's task, and the first check it must fail (None: it passes all three)
+    "the reference notebook's": (None, None),
+    "pair 1 without the split seeds (a tight 16-point gap: above)": (
+        lambda: (([36.0, 38.0, 40.0, 42.0, 44.0], STEADY), (TIGHT_A, TIGHT_B)), 1),
+    "pair 2 with the seeds spread (a 2-point gap: overlap)": (
+        lambda: ((SPLIT, STEADY), ([50.0, 54.0, 58.0, 62.0, 66.0], [48.0, 52.0, 56.0, 60.0, 64.0])), 2),
+    "identical seeds (no spread: the interval is a point)": (lambda: ((SPLIT, STEADY), ([58.0] * 5, [56.0] * 5)), 0),
+    "scores outside [0, 100]": (lambda: (([-50.0, 0.0, 1.0, 200.0, 250.0], STEADY), (TIGHT_A, TIGHT_B)), 0),
+    "three seeds": (lambda: ((SPLIT[:3], STEADY[:3]), (TIGHT_A[:3], TIGHT_B[:3])), 0),
+}
+
+
+@pytest.mark.parametrize("name", list(SEED_DESIGNS))
+def test_the_seed_design_check_verifies_the_verdicts_and_rejects_degenerate_seeds(name):
+    from minirl.classroom import comparison_checks
+    design, first_failure = SEED_DESIGNS[name]
+    del checks._VERDICTS[:]
+    k, n, out = _verdict(comparison_checks.check_seed_design, design or _seed_design_solution())
+    failed = [i for i, (_, problem) in enumerate(checks._VERDICTS[-1]["checks"]) if problem is not None]
+    if first_failure is None:
+        assert k == n == 3 and not failed, out
+    else:
+        assert failed and failed[0] == first_failure, out

@@ -179,3 +179,77 @@ def check_record_verdicts(fn):
                          "the verdict (1 above, -1 below, 0 overlap)"),
                         [f"{m} - {b} on {ds}" for m, b, ds in comparisons], atol=1e-6,
                         reference=(record_verdicts_reference, plots.baseline_table, plots.difference_ci))
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Design the seeds: a large gap the seeds do not establish, a small one they do (a property, no expected value)
+# ---------------------------------------------------------------------------------------------------------------
+
+SEED_DESIGN = {"seeds": 5, "low": 0.0, "high": 100.0, "min_std": 1.5, "large_gap": 15.0, "small_gap": 2.0}
+
+
+def seed_design_reference():
+    """A design of the task's kind: ``((a1, b1), (a2, b2))``, five scores each. Pair 1: means 16 points apart, one
+    method's seeds spread from 10 to 84 (overlap); pair 2: 2 points apart, every seed within 2 of its mean (above)."""
+    return (([10.0, 12.0, 14.0, 80.0, 84.0], [20.0, 22.0, 24.0, 26.0, 28.0]),
+            ([56.0, 57.0, 58.0, 59.0, 60.0], [54.0, 55.0, 56.0, 57.0, 58.0]))
+
+
+def _seed_groups(got):
+    """The four groups of a design, as float arrays, or what is wrong with it."""
+    d = SEED_DESIGN
+    if not isinstance(got, (tuple, list)) or len(got) != 2 or not all(
+            isinstance(p, (tuple, list)) and len(p) == 2 for p in got):
+        return None, "expected two pairs ((a1, b1), (a2, b2))"
+    groups = []
+    for i, pair in enumerate(got):
+        for name, g in zip("ab", pair):
+            try:
+                x = np.asarray(g, dtype=float)
+            except (TypeError, ValueError):
+                return None, f"pair {i + 1}, {name}: not an array of numbers"
+            if x.shape != (d["seeds"],) or not np.all(np.isfinite(x)) or x.min() < d["low"] or x.max() > d["high"]:
+                return None, (f"pair {i + 1}, {name}: expected {d['seeds']} finite scores in [{d['low']:g}, "
+                              f"{d['high']:g}], got shape {x.shape}")
+            if x.std(ddof=1) < d["min_std"]:
+                return None, (f"pair {i + 1}, {name}: the seeds' standard deviation is {x.std(ddof=1):.2f}, below "
+                              f"{d['min_std']:g} (seeds differ)")
+            groups.append(x)
+    return groups, None
+
+
+def check_seed_design(fn) -> None:
+    """Task (design): ``fn()`` returns two pairs of five seeds' scores: pair 1 with means at least 15 points apart
+    whose difference's interval (:func:`minirl.plots.difference_ci`, 95%, seed 0) overlaps 0, pair 2 at most 2
+    points apart whose interval lies above 0; every group's seeds spread by a standard deviation of at least 1.5.
+    The check is the property, computed in the judge with minirl's statistics: there is no expected value."""
+    from .. import plots
+    c = Checks("seed_design", reference=seed_design_reference)
+    d, state = SEED_DESIGN, {}
+
+    def design():
+        if "got" not in state:
+            state["got"] = fn()
+        return state["got"]
+
+    def pair(k, rule):
+        def judge(got):
+            groups, problem = _seed_groups(got)
+            if groups is None:
+                return "the design is not valid (the first check)"
+            a, b = groups[2 * k], groups[2 * k + 1]
+            diff, lo, hi = plots.difference_ci(a, b)
+            return rule(diff, lo, hi)
+        return judge
+
+    c.compare(f"the design: two pairs of {d['seeds']} scores in [{d['low']:g}, {d['high']:g}], each group's standard "
+              f"deviation at least {d['min_std']:g}", design, lambda got: _seed_groups(got)[1])
+    c.compare(f"pair 1: means at least {d['large_gap']:g} points apart, the 95% interval of the difference overlapping "
+              "0", design, pair(0, lambda diff, lo, hi: None if abs(diff) >= d["large_gap"] and plots.verdict(lo, hi)
+                                 == "overlap" else f"difference {diff:.2f}, verdict {plots.verdict(lo, hi)}; expected "
+                                 f"at least {d['large_gap']:g} and overlap"))
+    c.compare(f"pair 2: means at most {d['small_gap']:g} points apart, the 95% interval of the difference above 0",
+              design, pair(1, lambda diff, lo, hi: None if abs(diff) <= d["small_gap"] and plots.verdict(lo, hi)
+                           == "above" else f"difference {diff:.2f}, verdict {plots.verdict(lo, hi)}; expected at "
+                           f"most {d['small_gap']:g} and above"))
+    c.report()
