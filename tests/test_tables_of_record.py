@@ -71,6 +71,25 @@ def test_notebook_05_shows_the_tables_the_code_makes_from_the_last_five(record):
     assert plots.baseline_table(record, ["bcq", "cql", "cql-lagrange", "iql"], ["bc", "10%bc"], MIXED) in outputs
 
 
+
+def test_notebooks_02_and_04_show_their_tables_and_verdicts_by_the_last_five(record):
+    """The BCQ and IQL notebooks' tables of results/record are the code's by the statistic of record, each verdict
+    with the final evaluation's beside it in a column marked (lab) and its flips said (they showed final evaluations
+    until 2026-12-02); no stored table is headed by final evaluations without "(lab)"."""
+    tiers = ["hopper-medium", "hopper-expert", *MIXED]
+    for notebook, method, labels in (("02_bcq.ipynb", "bcq", ["bcq", "bc", "10%bc", "sac-offline"]),
+                                     ("04_iql.ipynb", "iql", ["iql", "bc", "10%bc"])):
+        outputs = _notebook_outputs(notebook)
+        assert plots.ci_table(record, labels, tiers) in outputs, f"{notebook}: its score table"
+        name = {"bc": "BC", "10%bc": "10%BC"}
+        verdicts = plots.verdict_table([("b" if d in MIXED else None, d, f"{method.upper()} − {name[b]}", record, method,
+                                         record, b) for d in tiers for b in ("bc", "10%bc")])
+        assert verdicts in outputs, f"{notebook}: its verdicts against BC and 10%BC"
+        assert "flips" in verdicts  # BCQ - BC on hopper-medium-expert, IQL - 10%BC on hopper-medium-replay
+        for text in outputs:
+            header = text.lstrip().splitlines()[0] if text.lstrip().startswith("|") else ""
+            assert "final" not in header or "(lab)" in header, f"{notebook}: a table of final evaluations: {header}"
+
 def test_the_stitching_tables_of_record_are_made_by_the_script(monkeypatch):
     import stitching_table
     for root in ("stitching", "stitching-budget"):
