@@ -85,6 +85,20 @@ def table(records: list[dict]) -> str:
     return "\n".join(lines)
 
 
+RECORDS = Path(__file__).resolve().parent.parent / "results" / "notebook_times"  # the committed measurements
+
+
+def intro_rows(smoke: dict, bf16: dict, float32: dict) -> list[str]:
+    """The intro's table rows, from the committed records: each notebook's CPU time at the smoke scale, then at the
+    cpu scale in bfloat16 and in float32 (a first run in the book's order; notebook 01's cached run beside it)."""
+    def cell(record, name):
+        first, cached = times_of(record, "first").get(name), times_of(record, "cached").get(name)
+        text = minutes(first) if first is not None else "not measured"
+        return text + (f" (cached: {minutes(cached)})" if cached is not None else "")
+    return [f"| {{doc}}`../notebooks/{name}` | {cell(smoke, name)} | {cell(bf16, name)} | {cell(float32, name)} |"
+            for name in CHAPTERS]
+
+
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
     p.add_argument("--repo", type=Path, help="a fresh clone of this repository")
