@@ -7,6 +7,8 @@ Tasks come at three levels: a *function* (a loss, a target), an *agent* (one upd
 
 The files, in the order they depend on each other (each imports only those above it):
 
+``layout.py``        where the book's exercises live: the repository, the reference notebooks, the chapters, the sweeps
+``exports.py``       the names the notebooks import from the package, by checker module (``CHECKER_MODULES``)
 ``checks.py``        how a check compares (:class:`~minirl.classroom.checks.Checks`), the function tasks' checkers
 ``agent_checks.py``  the agent and experiment tasks: small fixed problems, seeded agents, reference sweeps
 ``stitching_checks.py`` the stitching chapter's tasks (one-step, BCQL's values, IQL's expectile on the gridworld)
@@ -30,26 +32,7 @@ check_expectile_loss``; where ``$MINIRL_COURSE`` names a course folder, its chec
 # What the exercise notebooks import (``from minirl.classroom import check_expectile_loss``), loaded on first use
 # (PEP 562): ``import minirl.classroom.nbval_plugin``, which pytest imports at startup through minirl's ``pytest11``
 # entry point, must not import torch.
-_EXPORTS = {
-    "agent_checks": ("ALPHAS", "EXPECTILES", "THRESHOLDS", "check_alpha_sweep", "check_discrete_bcq_update",
-                     "check_discrete_cql_update", "check_expectile_sweep", "check_iql_update", "check_threshold_sweep",
-                     "continuous_exercise", "greedy_return", "make_discrete_bcq", "make_discrete_cql", "make_iql",
-                     "tabular_exercise"),
-    "checks": ("check_awr_weights", "check_bcq_action_mask", "check_critic_target", "check_cql_penalty",
-               "check_discrete_cql_penalty", "check_empirical_mdp", "check_evaluate_policy",
-               "check_expectile_experiment", "check_expectile_loss", "check_lagrange_loss", "check_optimism_experiment",
-               "check_policy_transition", "check_q_target", "check_soft_clipped_double_q", "check_vae_loss"),
-    "debug_checks": ("check_cql_critic_loss", "check_iql_losses"),
-    "comparison_checks": ("COMPARISONS", "RECORD", "SEED_DESIGN", "check_bootstrap_ci", "check_compare", "check_iqm",
-                          "check_record_verdicts", "check_seed_design", "check_stratified_iqm_ci"),
-    "project_checks": ("PROJECT_ALPHAS", "check_cql_update", "check_penalty_sweep", "make_cql", "make_exercise_cql",
-                       "train_and_score"),
-    "stitching_checks": ("DESIGN", "STITCH_TAUS", "check_bcql_values", "check_one_step_policy",
-                         "check_stitching_design", "check_stitching_sweep", "check_stitching_threshold",
-                         "design_methods", "segments_dataset", "stitching_exercise"),
-}
-_WHERE = {name: module for module, names in _EXPORTS.items() for name in names}
-CHECKER_MODULES = tuple(_EXPORTS)  # the modules whose check_* functions the notebooks call (the grader's list too)
+from .exports import _EXPORTS, _WHERE, CHECKER_MODULES  # noqa: E402,F401 - the table of what is exported
 
 
 def __getattr__(name):

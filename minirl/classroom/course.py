@@ -116,13 +116,13 @@ class Course:
 
 
 def builtin_exercises() -> set[str]:
-    from .release import CHAPTERS, SOLUTIONS
+    from .layout import CHAPTERS, SOLUTIONS
     return set(CHAPTERS) | {p.stem for p in SOLUTIONS.glob("*.ipynb")}
 
 
 def builtin_tasks() -> set[str]:
     """The tasks of the built-in checker modules (:data:`minirl.classroom.CHECKER_MODULES`)."""
-    from . import CHECKER_MODULES
+    from .exports import CHECKER_MODULES
     out = set()
     for m in CHECKER_MODULES:
         module = importlib.import_module(f"{__package__}.{m}")
@@ -205,7 +205,7 @@ def _exercises(config: Path, data: dict) -> dict[str, Exercise]:
     if not isinstance(tables, dict) or not tables:
         raise CourseError(f"{config}: exercises: expected at least one [exercises.<name>] table (its reference "
                           "notebook is solutions/<name>.ipynb)")
-    from .release import REPO
+    from .layout import REPO
     builtin = builtin_exercises()
     stems = {Path(p).stem for p in data["checkers"]}
     out = {}
@@ -237,7 +237,7 @@ def _exercises(config: Path, data: dict) -> dict[str, Exercise]:
         warm = table.get("warm", {})
         if not isinstance(warm, dict):
             raise CourseError(f"{where}.warm: expected a table of cache key = \"module.function\"")
-        from .sandbox import WARM
+        from .layout import WARM
         taken = {key for key, _, _ in WARM.values()} | {"record-runs"}
         for key, target in warm.items():
             module, _, function = target.partition(".") if isinstance(target, str) else ("", "", "")

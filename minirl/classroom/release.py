@@ -20,17 +20,11 @@ from pathlib import Path
 
 from . import reading
 
-REPO = Path(__file__).resolve().parents[2]
-EXERCISES = REPO / "notebooks" / "exercises"
-SOLUTIONS = EXERCISES / "solutions"          # the reference notebooks: the only place the solutions live
+from .layout import CHAPTERS, EXERCISES, REPO, SOLUTIONS  # noqa: F401 - the book's layout
+
 CHECKS_FILE = EXERCISES / "checks.json"      # what the grader runs (minirl.classroom.grader)
 BOOK_PAGE = REPO / "book" / "exercises.md"
 COURSE_TABLE = REPO / "book" / "generated" / "course_table.md"  # book/course.md includes it
-# the chapter each exercise follows: its prose page and its executed notebook(s), read before the exercise
-CHAPTERS = {"01_offline_rl": ("offline_rl", ["01_offline_rl"]), "02_bcq": ("bcq", ["02_bcq"]),
-            "03_cql": ("cql", ["03_cql"]), "04_iql": ("iql", ["04_iql"]),
-            "04b_stitching": ("stitching", ["04b_stitching"]), "05_comparison": ("comparison", ["05_comparison"]),
-            "06_project": (None, [])}  # the end-to-end assignment: no new reading (chapter 3 again)
 READING_WPM = reading.WORDS_PER_MINUTE  # for mathematical text, as the book's reading budget counts
 MINUTES = {"function": 15, "agent": 45, "experiment": 20, "written": 15}  # a task's writing time: an assumption
 

@@ -33,12 +33,7 @@ from pathlib import Path
 
 OUTPUT_LIMIT = 4000         # characters of a cell's output kept for messages
 FILE_SIZE_LIMIT = 64 << 20  # bytes: a submission cannot fill the disk
-# the reference sweeps of the experiment tasks, by notebook: (cache key, classroom module, function)
-WARM = {"02_bcq": ("threshold", "agent_checks", "threshold_sweep_reference"),
-        "03_cql": ("alpha", "agent_checks", "alpha_sweep_reference"),
-        "04_iql": ("expectile", "agent_checks", "expectile_sweep_reference"),
-        "04b_stitching": ("stitching", "stitching_checks", "stitching_sweep_reference"),
-        "05_comparison": ("record-verdicts", "comparison_checks", "record_verdicts_reference")}
+from .layout import WARM  # noqa: E402 - the reference sweeps of the experiment tasks, by notebook
 
 
 def warm(notebooks: set[str]) -> None:
