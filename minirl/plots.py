@@ -160,25 +160,92 @@ def _hardware_line(hw: dict) -> str:
     return line + (f", GPU {hw['gpu']}" if hw.get("gpu") else "")
 
 
-def runs_table(runs: list[dict], labels, steps_for=None) -> str:
-    """A markdown table of where the runs come from: per label, the runs found, their scales and step counts, the
-    wall time they took in all and the hardware (CPU or GPU, threads, torch) recorded in their ``result.json``.
+def runs_table(runs: list[dict], labels, steps_for=None, lab: bool = False) -> str:
+    """A markdown table of where the runs come from: per label, the runs found, their scales and step counts.
+    ``lab=True`` adds the wall time they took in all and the hardware (CPU or GPU, threads, torch) recorded in their
+    ``result.json``: laboratory detail, for the lab pages (:func:`lab_table` gives more of it), not a chapter's
+    notebook.
 
     ``steps_for`` maps a column title to a function ``label -> steps``, e.g. ``{"cpu scale": SCALES["cpu"].steps_for}``,
     to show beside the steps run what each scale gives the algorithm."""
     steps_for = dict(steps_for or {})
     lines = ["| algorithm | runs | scale | steps run | " + "".join(f"{t} | " for t in steps_for)
-             + "wall time | hardware |",
-             "| --- | ---: | --- | ---: | " + "---: | " * len(steps_for) + "---: | --- |"]
+             + ("wall time | hardware |" if lab else ""),
+             "| --- | ---: | --- | ---: | " + "---: | " * len(steps_for) + ("---: | --- |" if lab else "")]
+    lines = [line.rstrip() for line in lines]
     for label in labels:
         mine = select(runs, label)
         scales = ", ".join(sorted({r["scale"] for r in mine})) or "-"
         steps = ", ".join(f"{n:,}" for n in sorted({r["steps"] for r in mine})) or "-"
+        budgets = "".join(f"{fn(label):,} | " for fn in steps_for.values())
+        row = f"| {label} | {len(mine)} | {scales} | {steps} | {budgets}"
+        if lab:
+            known = [r["wall_time_s"] for r in mine if r.get("wall_time_s") is not None]
+            hours = f"{sum(known) / 3600:.1f} h" + (f" + {len(mine) - len(known)} not known"
+                                                    if len(known) < len(mine) else "")
+            hardware = "; ".join(sorted({_hardware_line(r["hardware"]) for r in mine if r.get("hardware")})) or "-"
+            row += f"{hours} | {hardware} |"
+        lines.append(row.rstrip())
+    return "\n".join(lines)
+
+
+def lab_table(runs: list[dict], labels, names=None) -> str:
+    """The laboratory detail of a grid of runs, one row per label, from their ``result.json``: the machines (each
+    with its number of runs), the precisions, the range of updates per second, the range of wall times per run
+    (evaluations included; :func:`wall_minutes`, which counts the runs resumed without a record of their earlier
+    part's time) and the wall time in all. For the lab pages (``scripts/lab_tables.py``); a chapter's notebook prints
+    the results, not this."""
+    names = names or {}
+    lines = ["| algorithm | runs | machine (runs) | precision | updates/s | wall time per run | wall time in all |",
+             "| --- | ---: | --- | --- | ---: | --- | ---: |"]
+    for label in labels:
+        mine = select(runs, label)
+        if not mine:
+            lines.append(f"| {names.get(label, label)} | 0 | - | - | - | - | - |")
+            continue
+        machines: dict[str, int] = {}
+        for r in mine:
+            line = _hardware_line(r["hardware"]) if r.get("hardware") else "not recorded"
+            machines[line] = machines.get(line, 0) + 1
+        machine = "; ".join(f"{m} ({n})" for m, n in sorted(machines.items()))
+        precision = ", ".join(sorted({str(r.get("precision", "?")) for r in mine}))
+        rates = [r["updates_per_s"] for r in mine if r.get("updates_per_s")]
+        rate = "-" if not rates else (f"{min(rates):.1f}" if len(rates) == 1 else f"{min(rates):.1f} to {max(rates):.1f}")
         known = [r["wall_time_s"] for r in mine if r.get("wall_time_s") is not None]
         hours = f"{sum(known) / 3600:.1f} h" + (f" + {len(mine) - len(known)} not known" if len(known) < len(mine) else "")
-        hardware = "; ".join(sorted({_hardware_line(r["hardware"]) for r in mine if r.get("hardware")})) or "-"
-        budgets = "".join(f"{fn(label):,} | " for fn in steps_for.values())
-        lines.append(f"| {label} | {len(mine)} | {scales} | {steps} | {budgets}{hours} | {hardware} |")
+        lines.append(f"| {names.get(label, label)} | {len(mine)} | {machine} | {precision} | {rate} | "
+                     f"{wall_minutes(mine)} | {hours} |")
+    return "\n".join(lines)
+
+
+def lab_runs_table(runs: list[dict], names=None) -> str:
+    """The laboratory detail of each run, one row per run (sorted by label, dataset, seed), from its ``result.json``
+    and ``log.jsonl``: the machine, threads and precision, the parts it ran in (a resumed run has several; "several"
+    when earlier parts did not record their time), its updates per second (as ``result.json`` records them: for a resumed run, the mean over its last part), its update time (evaluations excluded,
+    :func:`update_seconds`; "not recorded" for an older run resumed across parts) with the CPU time of the updates
+    where recorded, its wall time (evaluations included) and the episodes of the dataset it trained on. For the lab
+    pages."""
+    names = names or {}
+    lines = ["| algorithm | dataset | seed | machine, threads, precision | parts | updates/s | update time (CPU time) | "
+             "wall time | dataset's episodes |",
+             "| --- | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: |"]
+    for r in sorted(runs, key=lambda r: (r["label"], r["dataset"], r["seed"])):
+        hw = r.get("hardware") or {}
+        machine = (f"{hw.get('cpu', 'not recorded')}" + (f", GPU {hw['gpu']}" if hw.get("gpu") else "")
+                   + f", {hw.get('torch_threads', '?')} thread, {r.get('precision', '?')}")
+        segments = r.get("segments_s") or [None]
+        parts = "several" if None in segments else str(len(segments))
+        rate = f"{r['updates_per_s']:.1f}" if r.get("updates_per_s") else "-"
+        updates = update_seconds(r) if "path" in r else None
+        cpu = r.get("update_cpu_s")
+        update = "not recorded" if updates is None else f"{updates / 3600:.2f} h" + (
+            f" ({cpu / 3600:.2f} h)" if cpu is not None else "")
+        wall = r.get("wall_time_s")
+        episodes = (r.get("data") or {}).get("episodes")
+        lines.append(f"| {names.get(r['label'], r['label'])} | {r['dataset']} | {r['seed']} | {machine} | {parts} | "
+                     f"{rate} | {update} | "
+                     + ("not recorded for every part" if wall is None else f"{wall / 3600:.2f} h") + " | "
+                     + ("-" if episodes is None else f"{episodes:,}") + " |")
     return "\n".join(lines)
 
 

@@ -200,7 +200,16 @@ def test_runs_table_states_where_the_runs_come_from():
     runs = [{"label": "bc", "dataset": "a", "seed": s, "scale": "cpu", "steps": 20_000, "wall_time_s": 1800.0,
              "hardware": hw_a if s < 2 else hw_b} for s in range(3)]
     runs.append({"label": "cql", "dataset": "a", "seed": 0, "scale": "smoke", "steps": 20, "wall_time_s": None})
-    table = plots.runs_table(runs, ["bc", "cql", "iql"], {"cpu scale": lambda a: {"bc": 20_000}.get(a, 1_200)})
+    budgets = {"cpu scale": lambda a: {"bc": 20_000}.get(a, 1_200)}
+    # a chapter's notebook: the runs, scales and steps, no laboratory detail
+    lines = plots.runs_table(runs, ["bc", "cql", "iql"], budgets).splitlines()
+    assert lines[0] == "| algorithm | runs | scale | steps run | cpu scale |"
+    assert lines[1].count("|") == lines[0].count("|")
+    assert lines[2:] == ["| bc | 3 | cpu | 20,000 | 20,000 |", "| cql | 1 | smoke | 20 | 1,200 |",
+                         "| iql | 0 | - | - | 1,200 |"]  # no run at all: said, not dropped
+    assert len(plots.runs_table(runs, ["bc"]).splitlines()[0].split("|")) == 6  # no budget columns
+    # lab=True: the wall time and the hardware too (the lab pages)
+    table = plots.runs_table(runs, ["bc", "cql", "iql"], budgets, lab=True)
     lines = table.splitlines()
     assert lines[0] == "| algorithm | runs | scale | steps run | cpu scale | wall time | hardware |"
     assert lines[1].count("|") == lines[0].count("|")
@@ -208,8 +217,31 @@ def test_runs_table_states_where_the_runs_come_from():
     assert lines[2] == ("| bc | 3 | cpu | 20,000 | 20,000 | 1.5 h | AMD EPYC (2 cores, 1 thread), torch 2.13.0+cpu; "
                         "Intel Xeon [family 6 model 143 stepping 8] (2 cores, 1 thread), torch 2.13.0+cpu, GPU NVIDIA L4 |")
     assert lines[3] == "| cql | 1 | smoke | 20 | 1,200 | 0.0 h + 1 not known | - |"  # no wall time: said
-    assert lines[4] == "| iql | 0 | - | - | 1,200 | 0.0 h | - |"  # no run at all: said, not dropped
-    assert len(plots.runs_table(runs, ["bc"]).splitlines()[0].split("|")) == 8  # no budget columns
+    assert lines[4] == "| iql | 0 | - | - | 1,200 | 0.0 h | - |"
+    assert len(plots.runs_table(runs, ["bc"], lab=True).splitlines()[0].split("|")) == 8
+
+
+def test_lab_tables_give_machines_rates_wall_times_and_parts():
+    hw_a = {"cpu": "AMD EPYC", "cpu_count": 2, "torch_threads": 1, "torch": "2.13.0+cpu"}
+    hw_b = dict(hw_a, cpu="Intel Xeon")
+    runs = [{"label": "bc", "dataset": "a", "seed": s, "precision": "bf16", "updates_per_s": 100.0 * (s + 1),
+             "wall_time_s": 600.0 * (s + 1), "segments_s": [600.0 * (s + 1)], "hardware": hw_a if s < 2 else hw_b}
+            for s in range(3)]
+    runs.append({"label": "bc", "dataset": "a", "seed": 3, "precision": "float32", "updates_per_s": 50.0,
+                 "wall_time_s": None, "segments_s": [None, 300.0], "hardware": hw_a, "data": {"episodes": 3924}})
+    lines = plots.lab_table(runs, ["bc", "iql"], names={"bc": "BC"}).splitlines()
+    assert lines[0] == ("| algorithm | runs | machine (runs) | precision | updates/s | wall time per run | "
+                        "wall time in all |")
+    assert lines[1].count("|") == lines[0].count("|")
+    assert lines[2] == ("| BC | 4 | AMD EPYC (2 cores, 1 thread), torch 2.13.0+cpu (3); Intel Xeon (2 cores, 1 thread), "
+                        "torch 2.13.0+cpu (1) | bf16, float32 | 50.0 to 300.0 | 10 to 30 min per run (1 run resumed "
+                        "without a record of the earlier part's time) | 1.0 h + 1 not known |")
+    assert lines[3] == "| iql | 0 | - | - | - | - | - |"
+    rows = plots.lab_runs_table(runs).splitlines()  # no "path": no log to read, so no update time
+    assert rows[0].count("|") == rows[1].count("|") == rows[2].count("|")
+    assert rows[2] == "| bc | a | 0 | AMD EPYC, 1 thread, bf16 | 1 | 100.0 | not recorded | 0.17 h | - |"
+    assert rows[5] == ("| bc | a | 3 | AMD EPYC, 1 thread, float32 | several | 50.0 | not recorded | "
+                       "not recorded for every part | 3,924 |")
 
 
 def test_wall_minutes_gives_the_range_and_counts_the_unknown():
