@@ -12,10 +12,9 @@ inline code count as one word each. A sentence ends at ``.``, ``?`` or ``!`` bef
 a digit, a bracket or the end of a paragraph, and at the end of a list item; abbreviations such as "e.g." and "et al."
 do not end one.
 
-The **reading time** counts more than words (``minirl.classroom.reading`` counts the whole source at 130 words a
-minute for the reading budget): prose at :data:`PROSE_WPM` words a minute, each display equation
-:data:`EQUATION_S` seconds, each figure :data:`FIGURE_S`, each table :data:`TABLE_S` and each code block
-:data:`CODE_S`. These rates are the book's assumptions, not a measured read.
+The **reading time** is the book's one model (``minirl.classroom.reading.reading_seconds``, which the chapters' stated
+times and ``scripts/word_count.py`` use too): the page's whole source at 130 words a minute, plus each display
+equation, figure, table and code block at its own rate, calibrated once on a timed read (see that module).
 """
 from __future__ import annotations
 
@@ -24,95 +23,16 @@ import re
 import sys
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # minirl from this checkout when not installed
+from minirl.classroom.reading import blocks, reading_seconds, words  # noqa: E402
+
 ROOT = Path(__file__).resolve().parent.parent
 LESSONS = ("offline_rl", "methods", "claims", "bcq", "cql", "iql", "stitching", "comparison", "choosing", "after")
 LIMIT = 25            # the mean words a sentence a lesson page may have
 LONG = 40             # a sentence over this many words is listed by --long
-PROSE_WPM = 150       # prose, words a minute
-EQUATION_S = 30       # a display equation, seconds
-FIGURE_S = 40         # a figure: look, read the axes
-TABLE_S = 30          # a table of numbers
-CODE_S = 30           # a code or pseudocode block
 
-_FENCE = re.compile(r"^(```+|~~~+)(.*)$")
 _ABBREV = re.compile(r"\b(e\.g|i\.e|et al|cf|vs|Fig|Eq|Sec|approx|resp)\.", re.I)
 _END = re.compile(r"(?<=[.?!])\s+(?=[A-Z0-9(\[*`$\"'])")
-
-
-def blocks(source: str) -> dict:
-    """The page split into its parts: ``prose`` (a list of paragraphs) and counts of ``equations``, ``figures``,
-    ``tables`` and ``code`` blocks."""
-    source = re.sub(r"<!--.*?-->", " ", source, flags=re.S)
-    lines, prose, para = source.splitlines(), [], []
-    counts = {"equations": 0, "figures": 0, "tables": 0, "code": 0}
-    fence, kind, in_math, in_table = None, None, False, False
-
-    def flush():
-        if para:
-            prose.append(" ".join(para))
-            para.clear()
-
-    for line in lines:
-        stripped = line.strip()
-        if fence is not None:  # inside a fenced block
-            if stripped.startswith(fence) and stripped.strip("`~") == "":
-                fence = None
-                flush()
-                continue
-            if kind in ("code", "math"):
-                continue
-            if stripped.startswith(":"):  # a directive's option line
-                continue
-            if stripped.startswith("$$"):
-                in_math = not in_math
-                continue
-            if in_math:
-                continue
-            if stripped:
-                para.append(stripped)
-            else:
-                flush()
-            continue
-        m = _FENCE.match(stripped)
-        if m:
-            flush()
-            fence, info = m.group(1), m.group(2).strip()
-            if info.startswith("{math}"):
-                kind = "math"
-                counts["equations"] += 1
-            elif info.startswith("{figure}"):
-                kind = "text"
-                counts["figures"] += 1
-            elif info.startswith("{"):
-                kind = "text"          # admonitions, theorems, exercises: their text is read
-            else:
-                kind = "code"
-                counts["code"] += 1
-            continue
-        if stripped.startswith("$$"):
-            flush()
-            if not in_math:
-                counts["equations"] += 1
-            in_math = not (in_math or (stripped.endswith("$$") and len(stripped) > 2))
-            continue
-        if in_math:
-            continue
-        if stripped.startswith("|"):
-            if not in_table:
-                counts["tables"] += 1
-            in_table = True
-            flush()
-            continue
-        in_table = False
-        if not stripped or stripped.startswith("#") or re.match(r"^\(.*\)=$", stripped):
-            flush()
-            continue
-        if re.match(r"^([-*+]|\d+\.)\s", stripped):  # a list item is its own sentence group
-            flush()
-            stripped = re.sub(r"^([-*+]|\d+\.)\s+", "", stripped)
-        para.append(stripped)
-    flush()
-    return {"prose": prose, **counts}
 
 
 def sentences(paragraph: str) -> list[str]:
@@ -124,13 +44,12 @@ def sentences(paragraph: str) -> list[str]:
 
 
 def page_stats(name: str, root: Path = ROOT) -> dict:
-    parts = blocks((root / "book" / f"{name}.md").read_text(encoding="utf-8"))
+    source = (root / "book" / f"{name}.md").read_text(encoding="utf-8")
+    parts = blocks(source)
     lengths = [len(s.split()) for p in parts["prose"] for s in sentences(p)]
-    words = sum(lengths)
-    seconds = (60 * words / PROSE_WPM + EQUATION_S * parts["equations"] + FIGURE_S * parts["figures"]
-               + TABLE_S * parts["tables"] + CODE_S * parts["code"])
-    return {"page": f"book/{name}", "sentences": len(lengths), "words": words,
-            "mean": words / max(len(lengths), 1), "over_long": sum(n > LONG for n in lengths),
+    seconds = reading_seconds(words(source), parts)
+    return {"page": f"book/{name}", "sentences": len(lengths), "words": sum(lengths),
+            "mean": sum(lengths) / max(len(lengths), 1), "over_long": sum(n > LONG for n in lengths),
             "equations": parts["equations"], "figures": parts["figures"], "tables": parts["tables"],
             "code": parts["code"], "minutes": seconds / 60}
 
