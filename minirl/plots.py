@@ -221,18 +221,19 @@ def lab_table(runs: list[dict], labels, names=None) -> str:
 def lab_runs_table(runs: list[dict], names=None) -> str:
     """The laboratory detail of each run, one row per run (sorted by label, dataset, seed), from its ``result.json``
     and ``log.jsonl``: the machine, threads and precision, the parts it ran in (a resumed run has several; "several"
-    when earlier parts did not record their time), its updates per second (as ``result.json`` records them: for a resumed run, the mean over its last part), its update time (evaluations excluded,
-    :func:`update_seconds`; "not recorded" for an older run resumed across parts) with the CPU time of the updates
-    where recorded, its wall time (evaluations included) and the episodes of the dataset it trained on. For the lab
-    pages."""
+    when earlier parts did not record their time), its updates per second (as ``result.json`` records them: for a
+    resumed run, the mean over its last part), its update time (evaluations excluded, :func:`update_seconds`; "not
+    recorded" for an older run resumed across parts) with the CPU time of the updates where recorded, its wall time
+    (evaluations included; "not recorded" where a part's was not) and the episodes of the dataset it trained on (a
+    Minari id by its last part). For the lab pages."""
     names = names or {}
-    lines = ["| algorithm | dataset | seed | machine, threads, precision | parts | updates/s | update time (CPU time) | "
-             "wall time | dataset's episodes |",
-             "| --- | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: |"]
+    lines = ["| run | machine, threads, precision | parts | updates/s | updates (CPU) | wall time | episodes |",
+             "| --- | --- | ---: | ---: | ---: | ---: | ---: |"]
     for r in sorted(runs, key=lambda r: (r["label"], r["dataset"], r["seed"])):
         hw = r.get("hardware") or {}
         machine = (f"{hw.get('cpu', 'not recorded')}" + (f", GPU {hw['gpu']}" if hw.get("gpu") else "")
                    + f", {hw.get('torch_threads', '?')} thread, {r.get('precision', '?')}")
+        dataset = r["dataset"].split("/")[-1].removesuffix("-v0")  # a Minari id by its last part
         segments = r.get("segments_s") or [None]
         parts = "several" if None in segments else str(len(segments))
         rate = f"{r['updates_per_s']:.1f}" if r.get("updates_per_s") else "-"
@@ -242,9 +243,8 @@ def lab_runs_table(runs: list[dict], names=None) -> str:
             f" ({cpu / 3600:.2f} h)" if cpu is not None else "")
         wall = r.get("wall_time_s")
         episodes = (r.get("data") or {}).get("episodes")
-        lines.append(f"| {names.get(r['label'], r['label'])} | {r['dataset']} | {r['seed']} | {machine} | {parts} | "
-                     f"{rate} | {update} | "
-                     + ("not recorded for every part" if wall is None else f"{wall / 3600:.2f} h") + " | "
+        lines.append(f"| {names.get(r['label'], r['label'])}, {dataset}, seed {r['seed']} | {machine} | {parts} | "
+                     f"{rate} | {update} | " + ("not recorded" if wall is None else f"{wall / 3600:.2f} h") + " | "
                      + ("-" if episodes is None else f"{episodes:,}") + " |")
     return "\n".join(lines)
 

@@ -93,7 +93,7 @@ def iql() -> str:
                  plots.lab_table(replay, labels)),
         written,
         _section("IQL without the expert's falling episodes (`results/record-1m-falls`, cut at 300,000 steps):",
-                 plots.lab_runs_table(falls))])
+                 plots.lab_runs_table(falls, {"iql-max_steps=1000000": "iql"}))])
 
 
 def comparison() -> str:

@@ -239,9 +239,8 @@ def test_lab_tables_give_machines_rates_wall_times_and_parts():
     assert lines[3] == "| iql | 0 | - | - | - | - | - |"
     rows = plots.lab_runs_table(runs).splitlines()  # no "path": no log to read, so no update time
     assert rows[0].count("|") == rows[1].count("|") == rows[2].count("|")
-    assert rows[2] == "| bc | a | 0 | AMD EPYC, 1 thread, bf16 | 1 | 100.0 | not recorded | 0.17 h | - |"
-    assert rows[5] == ("| bc | a | 3 | AMD EPYC, 1 thread, float32 | several | 50.0 | not recorded | "
-                       "not recorded for every part | 3,924 |")
+    assert rows[2] == "| bc, a, seed 0 | AMD EPYC, 1 thread, bf16 | 1 | 100.0 | not recorded | 0.17 h | - |"
+    assert rows[5] == "| bc, a, seed 3 | AMD EPYC, 1 thread, float32 | several | 50.0 | not recorded | not recorded | 3,924 |"
 
 
 def test_wall_minutes_gives_the_range_and_counts_the_unknown():
