@@ -72,6 +72,8 @@ WRONG = [
     ("05_comparison", "record_verdicts", "compare(plots.final_scores(runs, method, dataset), plots.final_scores(runs, "
      "baseline, dataset))", "compare(plots.final_scores(runs, baseline, dataset), plots.final_scores(runs, method, "
      "dataset))"),  # baseline - method
+    ("01_offline_rl", "coverage_experiment", ", reward_noise=0.5)", ")"),  # the observed rewards' noise left out
+    ("02_bcq", "unseen_gap_sweep", "q = agent.q(states).numpy()", "q = agent.q_target(states).numpy()"),  # the target
 ]
 
 

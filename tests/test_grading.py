@@ -30,6 +30,12 @@ def _student_copy(name: str) -> dict:
     return json.loads((release.EXERCISES / f"{name}.ipynb").read_text())
 
 
+def _task_name(src: str) -> str:
+    """The task an answer cell holds: its last function, or (a prediction: assignments only) its first name."""
+    defs = re.findall(r"^def (\w+)", src, re.M)
+    return defs[-1] if defs else re.findall(r"^(\w+)\s*=", src, re.M)[0]
+
+
 def _answers(name: str, edits=()) -> dict[str, str]:
     """The reference's answer cells by task name, after the (old, new) edits."""
     out = {}
@@ -38,7 +44,7 @@ def _answers(name: str, edits=()) -> dict[str, str]:
             src = "".join(cell["source"])
             for old, new in edits:
                 src = src.replace(old, new)
-            out[re.findall(r"^def (\w+)", src, re.M)[-1]] = src
+            out[_task_name(src)] = src
     return out
 
 
@@ -55,11 +61,11 @@ def filled(name: str, edits=(), replace: dict | None = None) -> dict:
         first = "".join(cell["source"]).splitlines()[:1]
         if cell["cell_type"] == "markdown" and first and first[0] in written:
             cell["source"] = written[first[0]]
-        names = re.findall(r"^def (\w+)", "".join(cell["source"]), re.M)
-        if "student" in cell["metadata"].get("tags", []) and names and names[-1] in answers:
-            if answers[names[-1]] is None:
+        task = _task_name("".join(cell["source"])) if "student" in cell["metadata"].get("tags", []) else None
+        if task in answers:
+            if answers[task] is None:
                 continue
-            cell["source"] = answers[names[-1]]
+            cell["source"] = answers[task]
         cells.append(cell)
     nb["cells"] = cells
     return nb
@@ -101,6 +107,11 @@ def rows_of(results, student: str, notebook: str = NB) -> dict[str, grader.TaskR
 
 def statuses(results, student: str, notebook: str = NB) -> dict[str, str]:
     return {task: r.status for task, r in rows_of(results, student, notebook).items()}
+
+
+def auto_statuses(results, student: str, notebook: str = NB) -> dict[str, str]:
+    """:func:`statuses` of the auto-graded tasks (the written answers are ``manual``, for the instructor)."""
+    return {task: r.status for task, r in rows_of(results, student, notebook).items() if r.level != "written"}
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -172,7 +183,8 @@ def graded(tmp_path_factory):
     return {"results": results, "folder": folder, "outside": outside, "root": root}
 
 
-TASKS = ["policy_transition", "evaluate_policy", "empirical_mdp", "optimism_experiment"]
+TASKS = ["policy_transition", "evaluate_policy", "empirical_mdp", "optimism_experiment", "coverage_prediction",
+         "coverage_experiment"]
 
 
 def test_right_answers_pass_every_task_of_every_notebook(graded):
@@ -188,7 +200,7 @@ def test_right_answers_pass_every_task_of_every_notebook(graded):
 
 def test_saved_wrong_answers_fail(graded):
     ben = rows_of(graded["results"], "ben")
-    assert [ben[t].status for t in TASKS] == ["failed", "failed", "passed", "passed"]
+    assert [ben[t].status for t in TASKS] == ["failed", "failed", "passed", "passed", "passed", "passed"]
     assert "check FAILED" in ben["policy_transition"].message and "expected" in ben["policy_transition"].message
 
 
@@ -232,7 +244,7 @@ def test_reading_the_solutions_is_blocked(graded):
     ivy = rows_of(graded["results"], "ivy")
     assert ivy["policy_transition"].status == "blocked"
     assert "reading the solutions" in ivy["policy_transition"].message
-    assert [ivy[t].status for t in TASKS[1:]] == ["passed", "passed", "passed"]  # the rest is graded
+    assert [ivy[t].status for t in TASKS[1:]] == ["passed"] * 5  # the rest is graded
 
 
 def test_writing_outside_its_folder_is_blocked(graded):
@@ -247,7 +259,7 @@ def test_writing_outside_its_folder_is_blocked(graded):
 def test_a_process_that_dies_is_reported_and_the_rest_is_graded(graded):
     """Each task runs in a process of its own (on the reference's earlier pieces): a death costs only its task."""
     kai = rows_of(graded["results"], "kai")
-    assert [kai[t].status for t in TASKS] == ["passed", "passed", "process died", "passed"]
+    assert [kai[t].status for t in TASKS] == ["passed", "passed", "process died", "passed", "passed", "passed"]
     # abort(): SIGABRT, or SIGSEGV where the task's process is process 1 of its PID namespace (it ignores the
     # signals it sends itself, so abort() ends in a fault)
     assert "the task's process died (signal SIG" in kai["empirical_mdp"].message
@@ -255,7 +267,7 @@ def test_a_process_that_dies_is_reported_and_the_rest_is_graded(graded):
 
 def test_a_missing_task_and_an_extra_cell(graded):
     lea = rows_of(graded["results"], "lea")
-    assert [lea[t].status for t in TASKS] == ["passed", "passed", "missing", "passed"]
+    assert [lea[t].status for t in TASKS] == ["passed", "passed", "missing", "passed", "passed", "passed"]
     assert "no code cell defines empirical_mdp" in lea["empirical_mdp"].message
     assert "1 code cell not in the reference was ignored" in lea["policy_transition"].message
     other = rows_of(graded["results"], "lea", "04_iql")  # a notebook the student did not hand in
@@ -271,7 +283,7 @@ def test_a_syntax_error_is_that_task_s_error(graded):
 
 def test_invalid_json_is_that_student_s_row(graded):
     noa = rows_of(graded["results"], "noa")
-    assert set(noa) == set(TASKS) and all(r.status == "invalid notebook" for r in noa.values())
+    assert set(noa) == set(TASKS) | {"coverage_experiment_answer"} and all(r.status == "invalid notebook" for r in noa.values())
     assert "invalid JSON" in noa["policy_transition"].message
 
 
@@ -287,8 +299,8 @@ def test_outputs_one_row_per_student_and_task(graded, tmp_path):
     written = [r for r in rows if r["student"] == "ana" and r["level"] == "written"]
     assert written and all(r["status"] == "manual" and len(r["answer"]) > 100 for r in written)
     table = grader.table(results)
-    assert "| ben | 01_offline_rl | 2/4 | 4/8 | policy_transition failed" in table
-    assert "| noa | 01_offline_rl | 0/4 |" in table and "invalid JSON" in table
+    assert "| ben | 01_offline_rl | 4/6 | 8/12 + 3 written | policy_transition failed" in table
+    assert "| noa | 01_offline_rl | 0/6 |" in table and "invalid JSON" in table
 
 
 def test_self_check_gives_the_grader_s_verdict(graded):
@@ -300,7 +312,7 @@ def test_self_check_gives_the_grader_s_verdict(graded):
                          capture_output=True, text=True)
     assert cli.returncode == 1
     assert "FAILED  policy_transition (function): 1/5 checks passed" in cli.stdout and "check FAILED" in cli.stdout
-    assert f"{NB}: 2/4 tasks passed" in cli.stdout
+    assert f"{NB}: 4/6 tasks passed" in cli.stdout
 
 
 def test_an_infinite_loop_costs_its_time_limit_and_the_class_is_graded(tmp_path):
@@ -309,9 +321,9 @@ def test_an_infinite_loop_costs_its_time_limit_and_the_class_is_graded(tmp_path)
     write(tmp_path, "hal", NB, filled(NB))
     results, _ = grader.grade_folder(tmp_path, time_limit=10, parallel=2)
     gus, hal = rows_of(results, "gus"), rows_of(results, "hal")
-    assert [gus[t].status for t in TASKS] == ["passed", "time limit", "passed", "passed"]  # a loop costs its task
+    assert [gus[t].status for t in TASKS] == ["passed", "time limit", "passed", "passed", "passed", "passed"]  # a loop costs its task
     assert "time limit of 10 s of CPU time" in gus["evaluate_policy"].message
-    assert all(r.status == "passed" for r in hal.values())
+    assert all(r.status == "passed" for r in hal.values() if r.level != "written")
 
 
 def test_the_spawned_worker_grades_like_the_forked_one(tmp_path):
@@ -319,8 +331,8 @@ def test_the_spawned_worker_grades_like_the_forked_one(tmp_path):
     write(tmp_path, "ivy", NB, filled(NB, replace={"policy_transition": reads}))
     write(tmp_path, "ben", NB, filled(NB, wrong_edits(NB)))
     results, _ = grader.grade_folder(tmp_path, use_fork=False)
-    assert statuses(results, "ivy") == dict(zip(TASKS, ["blocked", "passed", "passed", "passed"]))
-    assert statuses(results, "ben") == dict(zip(TASKS, ["failed", "failed", "passed", "passed"]))
+    assert auto_statuses(results, "ivy") == dict(zip(TASKS, ["blocked"] + ["passed"] * 5))
+    assert auto_statuses(results, "ben") == dict(zip(TASKS, ["failed", "failed"] + ["passed"] * 4))
 
 
 def test_a_copy_handed_out_before_minirl_classroom_grades_the_same(tmp_path):
@@ -330,7 +342,8 @@ def test_a_copy_handed_out_before_minirl_classroom_grades_the_same(tmp_path):
     assert "from minirl.exercises import" in old
     write(tmp_path, "old", NB, old)
     results, _ = grader.grade_folder(tmp_path, parallel=1)
-    assert {t: (r.status, r.message) for t, r in rows_of(results, "old").items()} == {t: ("passed", "") for t in TASKS}
+    assert {t: (r.status, r.message) for t, r in rows_of(results, "old").items() if r.level != "written"} == \
+        {t: ("passed", "") for t in TASKS}
 
 
 def test_the_submission_folder_is_read_only_to_the_grader(graded):

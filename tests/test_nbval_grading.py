@@ -51,7 +51,7 @@ def test_saved_submission_under_plain_nbval(tmp_path, case):
     result = nbval(tmp_path, path.name)
     summary = result.stdout.strip().splitlines()[-1]
     if case == "correct":
-        assert result.returncode == 0 and "4 passed" in summary and "failed" not in summary, result.stdout[-3000:]
+        assert result.returncode == 0 and "6 passed" in summary and "failed" not in summary, result.stdout[-3000:]
     else:
         assert result.returncode == 1 and "failed" in summary, result.stdout[-3000:]
         assert "expected (reference): " in result.stdout

@@ -188,3 +188,161 @@ def test_the_seed_design_check_verifies_the_verdicts_and_rejects_degenerate_seed
         assert k == n == 3 and not failed, out
     else:
         assert failed and failed[0] == first_failure, out
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Predict, then run (chapters 1 and 2): a prediction checked for its form only, an experiment judged on drawn inputs
+# ---------------------------------------------------------------------------------------------------------------
+
+def _solution_cell(notebook: str, name: str) -> str:
+    return next("".join(c["source"]) for c in json.loads((release.SOLUTIONS / f"{notebook}.ipynb").read_text())[
+        "cells"] if "solution" in c["metadata"].get("tags", []) and f"def {name}(" in "".join(c["source"]))
+
+
+def _experiment(notebook: str, name: str, edits=()):
+    """The reference notebook's experiment after the ``(old, new)`` edits, defined after the notebook's own setup."""
+    from test_exercises import _run_setup_and
+    source = _solution_cell(notebook, name)
+    for old, new in edits:
+        assert old in source, (name, old)
+        source = source.replace(old, new)
+    return _run_setup_and(notebook, source)["__fn__"]
+
+
+def _stub(notebook: str, name: str):
+    return _experiment(notebook, name, [(_solution_cell(notebook, name).split('"""\n', 2)[-1],
+                                         f'    raise NotImplementedError("{name}: your code here")\n')])
+
+
+PREDICTIONS = {  # task: (a right prediction, a wrong one, a value of the wrong form)
+    "coverage_prediction": (0.1, 0.0, 0.2),    # 0.2 is not one of COVERAGE_EPS
+    "gap_prediction": (2.0, -1.5, 40.0),       # a gap of 40 is beyond any return here
+}
+REASON = "the maximum picks the pairs whose few samples came out high"
+
+
+@pytest.mark.parametrize("task", list(PREDICTIONS))
+def test_a_prediction_is_checked_for_its_form_only(task):
+    """Right or wrong, a prediction of the expected form passes the same two checks (no credit for being right); the
+    stub is not implemented; a value outside the choices, a text for a number, a reason of two words or none fail."""
+    from minirl.classroom import predict_checks
+    checker = getattr(predict_checks, f"check_{task}")
+    right, wrong, bad = PREDICTIONS[task]
+
+    def verdict(value, why):
+        del checks._VERDICTS[:]
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            checker(value, why)
+        v = checks._VERDICTS[-1]
+        return v, [i for i, (_, problem) in enumerate(v["checks"]) if problem is not None], out.getvalue()
+
+    for value in (right, wrong, int(right) if right == int(right) else right):
+        v, failed, out = verdict(value, REASON)
+        assert v["passed"] == v["n"] == 2 and not failed, out
+    v, _, out = verdict(None, None)
+    assert v["not_implemented"] and "not implemented yet" in out
+    for value, why, first in ((bad, REASON, 0), (str(right), REASON, 0), (True, REASON, 0), (right, "too thin", 1),
+                              (right, 3.0, 1)):
+        v, failed, out = verdict(value, why)
+        assert failed == [first], (value, why, out)
+
+
+EXPERIMENTS = {  # (notebook, task): {a wrong experiment: (edits, passes the public self-check?)}
+    ("01_offline_rl", "coverage_experiment"): {
+        "the reward noise left out": ([(", reward_noise=0.5)", ")")], False),
+        "the empirical start distribution (no init)": ([(", init=mdp.init)", ")")], False),
+        "the optimistic convention (unseen pairs pay 1)": ([("init=mdp.init)", "init=mdp.init, unseen_reward=1.0)")],
+                                                           False),
+        "one dataset per eps, not the mean over the seeds": ([("for seed in seeds:", "for seed in list(seeds)[:1]:")],
+                                                             False),
+        "the seeds ignored (always 0-19)": ([("for seed in seeds:", "for seed in range(20):")], True),
+        "the dataset size ignored (always 300)": ([("coverage_behaviour(eps), n_transitions,",
+                                                    "coverage_behaviour(eps), 300,")], True),
+    },
+    ("02_bcq", "unseen_gap_sweep"): {
+        "the gap read off the target network": ([("q = agent.q(states).numpy()", "q = agent.q_target(states).numpy()")],
+                                                False),
+        "the believed value alone, the true return not subtracted": (
+            [(".mean() - greedy_return(agent, problem))", ".mean())")], False),
+        "the unseen actions' largest value, not their mean": ([("q[:, 2:].mean() - q", "q[:, 2:].max() - q")], False),
+        "the seed ignored (always 0)": ([("make_discrete_bcq(threshold, seed)", "make_discrete_bcq(threshold)")], True),
+    },
+}
+
+
+@pytest.mark.parametrize("draw", [None, 12345, 987654321], ids=["public", "graded-1", "graded-2"])
+@pytest.mark.parametrize("notebook,task", list(EXPERIMENTS), ids=[k[1] for k in EXPERIMENTS])
+def test_the_experiment_passes_the_solution_and_fails_the_stub_and_wrong_experiments(notebook, task, draw):
+    """The reference notebook's experiment passes, on the public and on drawn settings; the handed-out stub is not
+    implemented; each plausible wrong experiment fails, and one that ignores an argument the self-check never varies
+    (the seeds, the dataset size) passes the self-check and fails the graded run."""
+    from minirl.classroom import predict_checks
+    checker = getattr(predict_checks, f"check_{task}")
+    with _graded_inputs(draw) if draw is not None else contextlib.nullcontext():
+        k, n, out = _verdict(checker, _experiment(notebook, task))
+        assert k == n > 0 and "FAILED" not in out, out
+        del checks._VERDICTS[:]
+        with contextlib.redirect_stdout(io.StringIO()):
+            checker(_stub(notebook, task))
+        assert checks._VERDICTS[-1]["not_implemented"], "the stub did not read as not implemented"
+        for name, (edits, public_passes) in EXPERIMENTS[(notebook, task)].items():
+            k, n, out = _verdict(checker, _experiment(notebook, task, edits))
+            if draw is None and public_passes:
+                assert k == n, f"{name}: {out}"
+            else:
+                assert k < n and "check FAILED" in out, f"{name} passed:\n{out}"
+
+
+def test_the_experiments_settings_are_drawn_per_grading_run():
+    """A table of the public outputs passes the self-check and fails a graded run: the settings are drawn."""
+    from minirl.classroom import predict_checks as pc
+    public = pc.coverage_setting(), pc.gap_setting()
+    with _graded_inputs(12345):
+        drawn = pc.coverage_setting(), pc.gap_setting()
+    assert drawn[0]["eps_values"] != public[0]["eps_values"] and drawn[0]["seeds"] != public[0]["seeds"]
+    assert drawn[1]["seed"] != public[1]["seed"] == 0
+    table = pc.coverage_experiment_reference()
+    remembered = lambda eps_values, n_transitions=300, seeds=range(20): table  # noqa: E731
+    assert _verdict(pc.check_coverage_experiment, remembered)[:2] == (12, 12)
+    with _graded_inputs(12345):
+        k, n, _ = _verdict(pc.check_coverage_experiment, remembered)
+    assert k < n
+
+
+def test_predict_then_run_is_judged_in_the_grader_from_the_recorded_numbers():
+    """The child records the prediction and the experiment's numbers as plain data; the judge decides: the right
+    experiment passes, a wrong one fails, and a prediction of the wrong form fails, whatever the child printed."""
+    from minirl.classroom import grader, predict_checks
+    right = _experiment("01_offline_rl", "coverage_experiment")
+    wrong = _experiment("01_offline_rl", "coverage_experiment", [(", reward_noise=0.5)", ")")])
+    cases = [("coverage_experiment", lambda: predict_checks.check_coverage_experiment(right), True),
+             ("coverage_experiment", lambda: predict_checks.check_coverage_experiment(wrong), False),
+             ("coverage_prediction", lambda: predict_checks.check_coverage_prediction(0.0, REASON), True),
+             ("coverage_prediction", lambda: predict_checks.check_coverage_prediction(0.25, REASON), False)]
+    for task, run, passes in cases:
+        checks._MODE = "probe"
+        try:
+            del checks._PROBES[:]
+            with contextlib.redirect_stdout(io.StringIO()):
+                run()
+            recorded = checks._PROBES[-1]["results"]
+        finally:
+            checks._MODE = "local"
+        verdict, _ = grader.judge_task(task, recorded)
+        assert (verdict["passed"] == verdict["n"] > 0) == passes, (task, verdict)
+
+
+@pytest.mark.parametrize("notebook,prediction,experiment", [("01_offline_rl", "coverage_prediction",
+                                                             "coverage_experiment"),
+                                                            ("02_bcq", "gap_prediction", "unseen_gap_sweep")])
+def test_the_prediction_comes_before_the_experiment_and_the_written_answer_after(notebook, prediction, experiment):
+    """In the checks file the grader runs: the prediction's answer and check, then the experiment's, then the written
+    answer with its points; the student copy hands out the prediction as ``None``."""
+    cells = json.loads(release.CHECKS_FILE.read_text())["notebooks"][notebook]["cells"]
+    order = [(c["kind"], c.get("task")) for c in cells if c["kind"] in ("answer", "check", "written")]
+    at = order.index(("check", prediction))
+    assert order[at + 1:at + 4] == [("answer", experiment), ("check", experiment), ("written", f"{experiment}_answer")]
+    answer = next(c for c in cells if c["kind"] == "answer" and c.get("task") == prediction)
+    assert answer["points"] == 1 and f"{prediction} = None  # your answer" in answer["stub"]
+    assert f"{prediction}_why = None  # your answer" in answer["stub"]

@@ -14,6 +14,7 @@ The files, in the order they depend on each other (each imports only those above
 ``stitching_checks.py`` the stitching chapter's tasks (one-step, BCQL's values, IQL's expectile on the gridworld)
 ``debug_checks.py``   the "find the bug" tasks: IQL's losses (chapter 4) and CQL's critic loss (chapter 3), fixed
 ``comparison_checks.py`` the comparison chapter's tasks (bootstrap intervals, the IQM, verdicts on the results)
+``predict_checks.py`` the predict-then-run tasks of chapters 1 and 2 (a prediction, an experiment, a written answer)
 ``project_checks.py`` the end-to-end assignment (continuous CQL's update, trained on pendulum-expert, and a sweep)
 ``release.py``       from the reference notebooks (``notebooks/exercises/solutions/``): the student copies, the checks
                      file the grader runs, the book's exercises page, a class's release without solutions

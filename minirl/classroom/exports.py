@@ -15,6 +15,8 @@ _EXPORTS = {
                           "check_record_verdicts", "check_seed_design", "check_stratified_iqm_ci"),
     "project_checks": ("PROJECT_ALPHAS", "check_cql_update", "check_penalty_sweep", "make_cql", "make_exercise_cql",
                        "train_and_score"),
+    "predict_checks": ("COVERAGE_EPS", "GAP_THRESHOLDS", "check_coverage_experiment", "check_coverage_prediction",
+                       "check_gap_prediction", "check_unseen_gap_sweep", "coverage_behaviour"),
     "stitching_checks": ("DESIGN", "STITCH_TAUS", "check_bcql_values", "check_one_step_policy",
                          "check_stitching_design", "check_stitching_sweep", "check_stitching_threshold",
                          "design_methods", "segments_dataset", "stitching_exercise"),
