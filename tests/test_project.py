@@ -5,6 +5,7 @@ untouched, a broken update): tests/test_grading.py."""
 import json
 
 import numpy as np
+import torch
 import pytest
 
 from minirl.classroom import grader, project_checks as pc, release
@@ -151,6 +152,23 @@ def test_the_sweep_s_reported_score_is_never_the_verdict(monkeypatch):
         pc.train_and_score(update, alphas[0], seeds[0], steps // 20)
         return np.full((1, 1), 100.0)
     verdict, out = _verdict_of(monkeypatch, brief)
+    assert verdict["passed"] == 0 and "made 200 updates, expected 4,000" in out, out
+
+    def swapped(update, alphas, seeds, steps):  # trains the right number of updates, then reports another policy's
+        kept = {}
+
+        def keeping(agent, batch):
+            kept["agent"] = agent
+            return update(agent, batch)
+        for a in alphas:
+            for s in seeds:
+                pc.train_and_score(keeping, a, s, steps)
+        with torch.no_grad():
+            for p in kept["agent"].actor.parameters():
+                p.zero_()
+        return np.full((len(alphas), len(seeds)), 100.0)
+    monkeypatch.setattr(pc, "reference_distribution", lambda path=None: {"scores": [60.0]})
+    verdict, out = _verdict_of(monkeypatch, swapped, steps=30)
     assert verdict["passed"] == 0 and "your sweep reported 100.0" in out, out
 
 
@@ -164,12 +182,65 @@ def test_the_check_s_own_score_of_the_trained_actor_is_the_run_s_final_evaluatio
         def keeping(agent, batch):
             kept["agent"] = agent
             return update(agent, batch)
-        return np.array([[pc.train_and_score(keeping, alphas[0], seeds[0], steps)]])
+        return np.array([[pc.train_and_score(keeping, a, s, steps) for s in seeds] for a in alphas])
     verdict, _ = _verdict_of(monkeypatch, sweep, steps=30)
-    assert verdict["passed"] == verdict["n"] == 1
+    assert verdict["passed"] == verdict["n"] == 2
     weights = {k: v.numpy() for k, v in kept["agent"].actor.state_dict().items()}
     reported = pc.train_and_score(lambda agent, batch: agent.update(batch), pc.GRADING["cql_alpha"],
                                   pc.GRADING["seed"], 30)
     assert pc.score_of_actor(weights, pc.GRADING["cql_alpha"], pc.GRADING["seed"]) == reported
     with pytest.raises(ValueError, match="the actor's weights name"):
         pc.score_of_actor({"w": np.zeros(3)}, 5.0, 100)
+
+
+def _checks_of(verdict) -> dict:
+    return {description.split(" with ")[0].split(":")[0]: problem for description, problem in verdict["checks"]}
+
+
+def test_the_small_sweep_is_judged_by_the_grader_s_own_run_of_it_on_fresh_inputs(monkeypatch):
+    """The first check: the scores of a small sweep on inputs drawn per grading run must equal the grader's own run
+    of that sweep. Before, a sweep that trained as asked once, at the public grading setting, and returned anything
+    elsewhere (constants, shorter runs, another policy's scores) passed; now it fails, and the inputs change with the
+    draw."""
+    from minirl.classroom import checks
+    public = pc.replay_setting()
+    with checks.grading_inputs(12345):
+        drawn = pc.replay_setting()
+    assert public != drawn and len(drawn[0]) == len(drawn[1]) == 2 and 20 <= drawn[2] <= 60
+    assert set(drawn[0]) <= set(pc.PROJECT_ALPHAS)
+    monkeypatch.setattr(pc, "reference_distribution", lambda path=None: {"scores": [-1000.0]})
+
+    def honest(update, alphas, seeds, steps):  # written here, not minirl's reference (unavailable while it runs)
+        return np.array([[pc.train_and_score(update, a, s, steps) for s in seeds] for a in alphas])
+    verdict, out = _verdict_of(monkeypatch, honest, steps=30)
+    assert verdict["passed"] == verdict["n"] == 2, out
+
+    def special_cased(update, alphas, seeds, steps):  # honest only at the grading setting it was told
+        if (alphas, seeds, steps) == ((pc.GRADING["cql_alpha"],), (pc.GRADING["seed"],), pc.GRADING["steps"]):
+            return honest(update, alphas, seeds, steps)
+        return honest(update, alphas, seeds, max(1, steps // 2))
+    verdict, out = _verdict_of(monkeypatch, special_cased, steps=30)
+    assert verdict["passed"] == 1 and verdict["n"] == 2, out
+    problem = next(p for d, p in verdict["checks"] if d.startswith("penalty_sweep(update, alphas="))
+    assert problem is not None and "expected" in problem, verdict["checks"]
+
+
+def test_minirl_s_other_learners_cannot_train_the_sweep_s_policy(monkeypatch):
+    """While the sweep runs, BC's (and IQL's, TD3+BC's, BCQ's, SAC's) updates are stubs that raise: a sweep that
+    trains minirl's BC gets "uses the reference implementation", whatever it returns. Before, BC.update ran."""
+    from minirl import bc
+    from minirl.classroom import checks
+    monkeypatch.setattr(pc, "reference_distribution", lambda path=None: {"scores": [-1000.0]})
+    alias = bc.BC.update  # kept before the check: the stub replaces the code every alias shares
+
+    def with_bc(update, alphas, seeds, steps):
+        data, _ = pc.project_data()
+        agent = bc.BC(data.obs_dim, data.act_dim, data.action_low, data.action_high)
+        alias(agent, data.sample(8))
+        return np.array([[pc.train_and_score(update, a, s, steps) for s in seeds] for a in alphas])
+    verdict, out = _verdict_of(monkeypatch, with_bc, steps=30)
+    assert verdict["uses_reference"] == ["minirl.bc.BC.update"], (verdict, out)
+    assert "uses the reference implementation (minirl.bc.BC.update)" in out
+    data, _ = pc.project_data()
+    assert "actor_loss" in bc.BC(data.obs_dim, data.act_dim).update(data.sample(8))
+    assert checks.references_of(pc.check_penalty_sweep, "penalty_sweep")[1:] == pc.other_learners()

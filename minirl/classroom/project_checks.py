@@ -5,13 +5,23 @@ The student writes one update of ``minirl.cql.CQL`` (CQL(H) with importance-samp
 
 * :func:`check_cql_update` (an *agent* task): the update, compared step by step with ``CQL.update`` from the same
   seed on :func:`~minirl.classroom.agent_checks.continuous_exercise`'s small fixed data, as the other agent tasks;
-* :func:`check_penalty_sweep` (an *experiment* task): the student's sweep function trains the student's update once, at
-  the grading setting :data:`GRADING` (alpha 5, 4,000 updates, seed 100), and the score must reach the reference's
-  distribution: at least the lowest score of minirl's own ``CQL.update`` over the 20 seeds of
-  ``results/assignment/reference.json`` minus :data:`TOLERANCE` points. The score is not the one the sweep reports:
-  the check keeps the agent the sweep's run updated and returns its actor's weights (plain arrays), and the verdict
-  evaluates that policy itself (:func:`score_of_actor`, in the grader's process when grading). The reference's runs
-  and the scores of broken updates at the same setting come from ``experiments/assignment_reference.py``.
+* :func:`check_penalty_sweep` (an *experiment* task), two checks:
+
+  1. a small sweep on inputs nobody knows in advance (:func:`replay_setting`: two of :data:`PROJECT_ALPHAS`, two
+     seeds and a few dozen updates, drawn per grading run), trained with minirl's own ``CQL.update``: the scores the
+     student's sweep returns must equal the grader's own run of that sweep (:func:`penalty_sweep_reference`, the
+     same loop, so the same numbers to the last bit). A sweep that returns constants, trains too briefly, or swaps in
+     a policy trained some other way gets other numbers;
+  2. the student's update trained once through the student's sweep at the grading setting :data:`GRADING` (alpha 5,
+     4,000 updates, seed 100): the policy must reach the reference's distribution, at least the lowest score of
+     minirl's own ``CQL.update`` over the 20 seeds of ``results/assignment/reference.json`` minus :data:`TOLERANCE`
+     points. The score is not the one the sweep reports: the check keeps the agent the sweep's run updated and
+     returns its actor's weights and counters (plain data), and the verdict evaluates that policy itself
+     (:func:`score_of_actor`, in the grader's process when grading). The reference's runs and the scores of broken
+     updates at the same setting come from ``experiments/assignment_reference.py``.
+
+  While the sweep runs, minirl's other learners cannot (:func:`other_learners`): no policy of minirl's BC, IQL,
+  TD3+BC, BCQ or SAC can stand in for the one the sweep trains.
 
 The networks are small (2 x 64, N = 4 sampled actions per proposal) so that a run of 4,000 updates takes about a
 minute on one core; the sweep the student runs (4 alphas x 3 seeds x 5,000 updates) about 11 minutes.
@@ -24,7 +34,7 @@ from pathlib import Path
 import numpy as np
 
 from .agent_checks import _check_agent, _method, _values, continuous_exercise
-from .checks import Checks
+from .checks import Checks, Ref
 
 DATASET = "pendulum-expert"                   # narrow data: offline SAC (alpha = 0) fails on it
 HIDDEN = (64, 64)                             # actor and critics
@@ -154,18 +164,55 @@ def score_of_actor(weights: dict, cql_alpha: float, seed: int) -> float:
     return float(normalized_score("pendulum", returns).mean())
 
 
+def replay_setting() -> tuple[tuple[float, ...], tuple[int, ...], int]:
+    """``(alphas, seeds, steps)`` of the penalty sweep's first check: two of :data:`PROJECT_ALPHAS`, two seeds below
+    10,000 and 20 to 60 updates, from :func:`~minirl.classroom.checks.fresh` (public in a self-check, drawn from the
+    instructor's key while grading)."""
+    from .checks import fresh
+    rng = np.random.default_rng(fresh(23))
+    alphas = tuple(float(a) for a in rng.choice(PROJECT_ALPHAS, 2, replace=False))
+    return alphas, tuple(int(s) for s in rng.choice(10_000, 2, replace=False)), int(rng.integers(20, 61))
+
+
+def other_learners() -> tuple:
+    """The updates of minirl's learners other than CQL's: made unavailable while the sweep runs (a stub that raises),
+    so that a policy trained by one of them cannot be returned as the sweep's."""
+    from .. import bc, bcq, discrete, iql, sac, td3bc
+    return (bc.BC.update, bcq.BCQ.update, iql.IQL.update, iql.IQL.update_actor, td3bc.TD3BC.update, sac.SAC.update,
+            discrete.DiscreteBCQ.update, discrete.DiscreteCQL.update)
+
+
+def _own_update(agent, batch):
+    return agent.update(batch)  # minirl's CQL.update: the update the first check's sweep trains (and its replay)
+
+
 def check_penalty_sweep(fn, update=None):
     """Task: ``fn(update, alphas, seeds, steps)`` returns the normalised scores of ``update`` trained at each alpha and
-    seed, an array of shape ``(len(alphas), len(seeds))``. Checked with one run of the student's ``update`` (the
-    notebook passes its ``cql_update``; ``None``: the agent's own) at :data:`GRADING`: the policy that run trained
-    (the agent ``update`` was last called with) must score at least :func:`passing_score`, evaluated by the check
-    from its weights (:func:`score_of_actor`), never read off what the sweep returns. Returns the score the sweep
-    reported (``None`` if the run fails)."""
-    update = update or (lambda agent, batch: agent.update(batch))
+    seed, an array of shape ``(len(alphas), len(seeds))``. Two checks (the module's docstring): the scores of a small
+    sweep on fresh inputs (:func:`replay_setting`, minirl's own update) equal the grader's own run of that sweep; and
+    one run of the student's ``update`` (the notebook passes its ``cql_update``; ``None``: the agent's own) at
+    :data:`GRADING` trains a policy that scores at least :func:`passing_score`, evaluated by the check from its
+    weights (:func:`score_of_actor`), never read off what the sweep returns. Returns the score the sweep reported at
+    the grading setting (``None`` if that run fails)."""
+    update = update or _own_update
     ref = reference_distribution()
     floor = passing_score(ref)
     lo, hi = min(ref["scores"]), max(ref["scores"])
-    c = Checks("penalty_sweep", reference=penalty_sweep_reference)
+    c = Checks("penalty_sweep", reference=(penalty_sweep_reference, *other_learners()))
+    project_data()  # the dataset, made before the checks run (with minirl's SAC, unavailable while they do)
+    alphas, seeds, steps = replay_setting()
+
+    def small_sweep():
+        got = np.asarray(fn(_own_update, alphas, seeds, steps), dtype=float)
+        if got.shape != (len(alphas), len(seeds)):
+            raise ValueError(f"expected scores of shape {(len(alphas), len(seeds))} for {len(alphas)} alphas and "
+                             f"{len(seeds)} seeds, got {got.shape}")
+        return got
+
+    c.compare(f"penalty_sweep(update, alphas={alphas}, seeds={seeds}, steps={steps}) with minirl's own CQL.update "
+              "returns the scores of the grader's own run of that sweep (the same training loop: the same numbers)",
+              small_sweep, Ref(lambda: penalty_sweep_reference(_own_update, alphas, seeds, steps)), atol=1e-9,
+              rtol=0.0)
     state: dict = {}
 
     def watched(agent, batch):  # the agent the sweep trains: its actor is what the verdict scores
@@ -182,18 +229,23 @@ def check_penalty_sweep(fn, update=None):
                 if "agent" not in state:
                     raise ValueError("the sweep never called the update it was given: train with "
                                      "train_and_score(update, alpha, seed, steps)")
-                actor = getattr(state.pop("agent"), "actor", None)
+                agent = state.pop("agent")
+                actor = getattr(agent, "actor", None)
                 if actor is None or not hasattr(actor, "state_dict"):
                     raise ValueError("the agent the update was called with has no actor to evaluate")
                 state["score"] = float(got[0, 0])
                 state["actor"] = {k: v.detach().cpu().numpy() for k, v in actor.state_dict().items()}
+                state["steps"] = int(getattr(agent, "step", -1))
             except Exception as e:  # noqa: BLE001 - reported by the check
                 state["error"] = e
         if "error" in state:
             raise state["error"]
-        return {"reported": state["score"], "actor": state["actor"]}
+        return {"reported": state["score"], "actor": state["actor"], "steps": state["steps"]}
 
     def verdict(got):
+        if got.get("steps") != GRADING["steps"]:
+            return (f"the agent the update was last called with made {got.get('steps')} updates, expected "
+                    f"{GRADING['steps']:,}: train one agent per alpha and seed with train_and_score")
         try:
             score = score_of_actor(got["actor"], GRADING["cql_alpha"], GRADING["seed"])
         except Exception as e:  # noqa: BLE001 - weights that do not fit the assignment's actor
