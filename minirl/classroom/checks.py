@@ -399,10 +399,11 @@ class Checks:
     the grader, which takes a task's grade from this record of the reference checker, never from what a notebook
     stores or prints."""
 
-    def __init__(self, task: str, *, reference):
+    def __init__(self, task: str, *, reference, unavailable: tuple = ()):
         self.task, self.n, self.passed, self.not_implemented = task, 0, 0, None
         references = () if reference is None else reference if isinstance(reference, (tuple, list)) else (reference,)
-        if _MODE == "discover":
+        references = (*references, *unavailable)  # ``unavailable``: more of minirl the answer may not run (not the
+        if _MODE == "discover":                      # task's reference: no route to them is asked of a checker)
             raise _Discovered(task, tuple(references))
         self.watch = ReferenceWatch(references) if references and _MODE != "judge" else None
         self.unavailable = Unavailable(references) if references and _MODE != "judge" else None

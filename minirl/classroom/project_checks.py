@@ -198,7 +198,7 @@ def check_penalty_sweep(fn, update=None):
     ref = reference_distribution()
     floor = passing_score(ref)
     lo, hi = min(ref["scores"]), max(ref["scores"])
-    c = Checks("penalty_sweep", reference=(penalty_sweep_reference, *other_learners()))
+    c = Checks("penalty_sweep", reference=penalty_sweep_reference, unavailable=other_learners())
     project_data()  # the dataset, made before the checks run (with minirl's SAC, unavailable while they do)
     alphas, seeds, steps = replay_setting()
 
