@@ -25,6 +25,7 @@ in its minutes).
 from __future__ import annotations
 
 import argparse
+import io
 import re
 import subprocess
 import sys
@@ -118,7 +119,7 @@ def at_commit(commit: str) -> Path:
                              capture_output=True, check=False)
     if archive.returncode != 0:
         raise SystemExit(f"word_count: --at {commit}: {archive.stderr.decode().strip()}")
-    with tarfile.open(fileobj=__import__("io").BytesIO(archive.stdout)) as tar:
+    with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tar:
         tar.extractall(tmp, filter="data")
     return tmp
 
