@@ -16,13 +16,14 @@ import types
 
 import pytest
 
-from minirl.classroom import CHECKER_MODULES, agent_checks, checks
+from minirl.classroom import CHECKER_MODULES, agent_checks, checks, predict_checks
 
 from test_grading import filled, rows_of, write
 
 MODULES = [importlib.import_module(f"minirl.classroom.{m}") for m in CHECKER_MODULES]
 CHECKERS = {name[len("check_"):]: getattr(module, name) for module in MODULES
             for name in dir(module) if name.startswith("check_") and callable(getattr(module, name))}
+DELEGABLE = sorted(set(CHECKERS) - set(predict_checks.FORM_ONLY))  # the tasks whose answer is a function
 
 
 @pytest.fixture(autouse=True)
@@ -201,14 +202,28 @@ def _verdict_of(checker, fn, capsys) -> tuple[dict, str]:
 
 def test_every_task_declares_its_reference(references):
     assert set(references) == set(CHECKERS), "a checker that makes no Checks"
-    missing = [t for t, refs in references.items() if refs == (None,)]
-    assert not missing, f"tasks without a reference: {missing}"
-    library = {t for t, refs in references.items() if all(r.__module__.split(".")[1] != "classroom" for r in refs)}
+    missing = {t for t, refs in references.items() if refs == (None,)}
+    # the predictions are values the student types, not functions: nothing to delegate (predict_checks.FORM_ONLY)
+    assert missing == set(predict_checks.FORM_ONLY), f"tasks without a reference: {sorted(missing)}"
+    library = {t for t, refs in references.items() if t not in missing and all(r.__module__.split(".")[1] != "classroom" for r in refs)}
     # the tasks whose reference is minirl's library code (the others: the classroom's own reference experiments)
     assert {"awr_weights", "iql_update", "policy_transition", "one_step_policy", "bcq_action_mask"} <= library
 
 
-@pytest.mark.parametrize("task", sorted(CHECKERS))
+@pytest.mark.parametrize("task", predict_checks.FORM_ONLY)
+def test_a_prediction_is_a_value_and_a_function_in_its_place_is_not_one(task, capsys):
+    """The form-only tasks take a number: the experiment's reference (or any function) handed in instead of the
+    prediction fails the form check, so no route delegates a prediction."""
+    reference = {"coverage_prediction": predict_checks.coverage_experiment_reference,
+                 "gap_prediction": predict_checks.unseen_gap_reference}[task]
+    why = "the rare actions are seen least often"
+    verdict, out = _verdict_of(lambda v: CHECKERS[task](v, why), reference, capsys)
+    assert verdict["passed"] < verdict["n"] and "the prediction must be a number, got a function" in out
+    verdict, out = _verdict_of(lambda v: CHECKERS[task](v, why), 0.5, capsys)
+    assert verdict["passed"] == verdict["n"] == 2, out
+
+
+@pytest.mark.parametrize("task", DELEGABLE)
 def test_every_route_to_the_reference_is_caught(task, references, capsys):
     caught = {}
     for ref in references[task]:
@@ -224,7 +239,7 @@ def test_every_route_to_the_reference_is_caught(task, references, capsys):
     assert len(caught) >= 3
 
 
-@pytest.mark.parametrize("task", sorted(CHECKERS))
+@pytest.mark.parametrize("task", DELEGABLE)
 def test_without_the_watch_the_delegating_answer_would_pass(task, references, capsys, monkeypatch):
     """What the watch is for: the alias route scores full marks when the checker does not watch (the hole of issue
     44). The exception: closed_forms answers the chapter's data only."""

@@ -22,6 +22,11 @@ from .agent_checks import (THRESHOLDS, _cached, _check_sweep, _train, greedy_ret
 from .checks import Checks, fresh
 
 MIN_WORDS = 5  # the reason of a prediction: one sentence, at least this many words
+# The tasks whose answer is a value the student types (a prediction and its reason), not a function: there is no
+# computation to hand to minirl, so their checkers declare no reference (``Checks(task, reference=None)``); a
+# function given in place of the value is "not a number". tests/test_reference_use.py holds every other task to a
+# reference.
+FORM_ONLY = ("coverage_prediction", "gap_prediction")
 
 
 def _prediction(task: str, value, why) -> dict:
@@ -44,7 +49,8 @@ def _judge_reason(got) -> str | None:
 
 def _check_prediction(task: str, value, why, rule: str, judge) -> None:
     """Two checks of form, none of correctness: the prediction is a number that ``judge`` accepts, and a reason."""
-    c = Checks(task, reference=None)
+    assert task in FORM_ONLY, task
+    c = Checks(task, reference=None)  # a value, not a function: nothing to delegate (FORM_ONLY)
     state: dict = {}
 
     def recorded():
