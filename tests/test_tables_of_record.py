@@ -16,7 +16,7 @@ from minirl import plots
 ROOT = Path(__file__).resolve().parent.parent
 MIXED = ["hopper-medium-replay", "hopper-medium-expert"]
 NAMES = {"BC": "bc", "10%BC": "10%bc", "BCQ": "bcq", "CQL": "cql", "CQL-Lagrange": "cql-lagrange", "IQL": "iql",
-         "offline SAC": "sac-offline"}
+         "offline SAC": "sac-offline", "TD3+BC": "td3+bc"}
 CELL = re.compile(r"^-?\d+\.\d \[-?\d+\.\d, -?\d+\.\d\]$")
 
 
@@ -68,7 +68,7 @@ def test_notebook_05_shows_the_tables_the_code_makes_from_the_last_five(record):
     main = plots.ci_table(record, algos, hopper).replace("| " + " | ".join(algos) + " |",
                                                         "| " + " | ".join(NAMES) + " |")
     assert main in outputs, "the stored main table is not plots.ci_table of results/record by the statistic of record"
-    assert plots.baseline_table(record, ["bcq", "cql", "cql-lagrange", "iql"], ["bc", "10%bc"], MIXED) in outputs
+    assert plots.baseline_table(record, ["bcq", "cql", "cql-lagrange", "iql", "td3+bc"], ["bc", "10%bc"], MIXED) in outputs
 
 
 

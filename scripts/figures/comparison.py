@@ -33,9 +33,9 @@ from minirl.datasets import load_dataset, normalized_score
 ROOT = Path(__file__).resolve().parents[2]
 RECORD = ROOT / "results" / "record"
 HOPPER = ["hopper-medium", "hopper-expert", "hopper-medium-replay", "hopper-medium-expert"]
-ALGOS = ["bc", "10%bc", "bcq", "cql", "cql-lagrange", "iql", "sac-offline"]
+ALGOS = ["bc", "10%bc", "bcq", "cql", "cql-lagrange", "iql", "sac-offline", "td3+bc"]
 NAMES = {"bc": "BC", "10%bc": "10%BC", "bcq": "BCQ", "cql": "CQL", "cql-lagrange": "CQL-Lagrange", "iql": "IQL",
-         "sac-offline": "offline SAC"}
+         "sac-offline": "offline SAC", "td3+bc": "TD3+BC"}
 COLORS = {a: f"C{i}" for i, a in enumerate(ALGOS)}  # the comparison notebook's colours
 
 
