@@ -1,7 +1,9 @@
 """The laboratory tables of the lab pages: the machines, precisions, rates, wall times, parts and resumes of the runs
 behind each chapter, read from their run folders in ``results/`` (``result.json``, ``log.jsonl``), so that no number
 of them is typed by hand. The chapters' notebooks print the results, not this detail; the lab pages include these
-files (``book/generated/lab_<chapter>.md``) where they discuss the machines and timings.
+files (``book/generated/lab_<chapter>.md``) where they discuss the machines and timings. One table of scores is made
+here too, for a lab page that sets the final evaluation (lab) beside the statistic of record where its notebook prints
+the statistic of record alone: ``lab_iql_scores.md``, the 50,000- and 1M-step runs beside the IQL paper's Table 1.
 
     python scripts/lab_tables.py          # write book/generated/lab_*.md
     python scripts/lab_tables.py --check  # exit 1 if a file is not what results/ gives (tests/test_lab_tables.py)
@@ -96,6 +98,28 @@ def iql() -> str:
                  plots.lab_runs_table(falls, {"iql-max_steps=1000000": "iql"}))])
 
 
+def iql_scores() -> str:
+    """IQL, BC and 10%BC at 50,000 and 1M steps beside the IQL paper's Table 1: each run's mean over its last 5
+    evaluations (the statistic of record, as notebook 04 prints it) and its final evaluation (lab), mean [95% CI]
+    over seeds (``plots.ci_summary``)."""
+    labels = ["bc", "10%bc", "iql"]
+    names = {"bc": "BC", "10%bc": "10%BC", "iql": "IQL"}
+    tiers = ["hopper-medium", *MIXED]
+    budgets = [plots.ci_summary(runs, labels, tiers, k=k) for runs in (_load("record", labels, tiers),
+                                                                        _load("record-1m", labels, tiers))
+               for k in (plots.RECORD_K, None)]
+    lines = [f"| dataset | algorithm | paper, Table 1 | 50,000 steps: last {plots.RECORD_K} | final (lab) | "
+             f"1M steps: last {plots.RECORD_K} | final (lab) |", "| --- | --- | ---: | ---: | ---: | ---: | ---: |"]
+    for d in tiers:
+        for i, label in enumerate(lab for lab in labels if lab != "10%bc" or d in MIXED):
+            cells = [plots.ci_cell(s[(label, d)], seeds=False) if (label, d) in s else "not run" for s in budgets]
+            paper = plots.IQL_PAPER_TABLE1[(d, label)]
+            lines.append(f"| {f'`{d}`' if i == 0 else ''} | {names[label]} | {paper:.1f} | " + " | ".join(cells) + " |")
+    return _section("IQL, BC and 10%BC at 50,000 steps (`results/record`) and 1M steps (`results/record-1m`), mean "
+                    "[95% CI] over seeds of each run's mean over its last 5 evaluations and of its final evaluation "
+                    "(lab), beside the IQL paper's Table 1 (D4RL `-v2`, 1M steps):", "\n".join(lines))
+
+
 def comparison() -> str:
     labels = ["bc", "10%bc", "bcq", "cql", "cql-lagrange", "iql", "sac-offline"]
     record = _load("record", labels, HOPPER)
@@ -104,7 +128,7 @@ def comparison() -> str:
                     plots.lab_table(record, labels))
 
 
-TABLES = {"bcq": bcq, "cql": cql, "iql": iql, "comparison": comparison}
+TABLES = {"bcq": bcq, "cql": cql, "iql": iql, "iql_scores": iql_scores, "comparison": comparison}
 
 
 def main(argv=None) -> int:
