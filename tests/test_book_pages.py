@@ -124,6 +124,26 @@ def test_every_figure_a_page_shows_exists_and_is_made_by_code():
                          f"notebook or experiment"
 
 
+FIGURE_BLOCK = re.compile(r"^```\{figure\}\s+(\S+)\n((?::[\w-]+:.*\n)*)", re.M)
+
+
+def figures_without_alt_text(text: str) -> list[str]:
+    """The images of the ``{figure}`` directives in ``text`` whose options give no ``:alt:`` text."""
+    return [m.group(1) for m in FIGURE_BLOCK.finditer(text)
+            if not re.search(r"^:alt:\s*\S", m.group(2), re.M)]
+
+
+def test_every_figure_of_every_page_has_alt_text():
+    """A screen reader reads a figure's ``:alt:``; without it a reader who cannot see the image gets its file name.
+    Every page under book/ (lab and instructors' pages included); the first check shows the test can fail."""
+    assert figures_without_alt_text("```{figure} a.png\n:name: fig-a\n:width: 80%\n\nA caption.\n```\n"
+                                    "```{figure} b.png\n:alt: Two lines.\n\nB.\n```\n") == ["a.png"]
+    missing = {str(p.relative_to(ROOT)): figures_without_alt_text(p.read_text(encoding="utf-8"))
+               for p in sorted((ROOT / "book").rglob("*.md")) if "_build" not in p.parts}
+    missing = {page: figs for page, figs in missing.items() if figs}
+    assert not missing, f"figures without :alt: text: {missing}"
+
+
 def test_every_algorithm_chapter_shows_at_least_two_figures():
     for page in ALGORITHM_CHAPTERS:
         assert len(_figures(page)) >= 2, f"{page}.md shows {len(_figures(page))} figure(s); at least 2 expected"
