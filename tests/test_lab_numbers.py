@@ -7,28 +7,16 @@ results/. A page's lines are joined before the search, so an interval broken ove
 These tests fail on both pages as they stood at commit c039179, which still quoted the notebooks' earlier final
 evaluations (and, for the 1M-step runs, a mean over the last 10 evaluations) under "Notebook 04 was executed before
 the protocol": 39 of the 97 intervals of lab/iql and 6 of the 29 of lab/bcq were printed by no code of record."""
-import json
-import re
 from pathlib import Path
 
 import pytest
 
 from minirl import plots
 
+from test_tables_of_record import INTERVAL, _notebook_outputs  # the chapters' check: one reading of an output
+
 ROOT = Path(__file__).resolve().parent.parent
-INTERVAL = re.compile(r"[-+]?\d+\.\d \[[-+]?\d+\.\d, [-+]?\d+\.\d\]")
 NOTEBOOKS = {"iql": ["04_iql.ipynb"], "bcq": ["02_bcq.ipynb", "02b_bcq_recommendation.ipynb"]}
-
-
-def _notebook_outputs(name: str) -> list[str]:
-    nb = json.loads((ROOT / "notebooks" / name).read_text())
-    out = []
-    for cell in nb["cells"]:
-        for o in cell.get("outputs", []):
-            text = o.get("data", {}).get("text/markdown") or o.get("text")
-            if text:
-                out.append("".join(text))
-    return out
 
 
 def printed(page: str) -> str:
