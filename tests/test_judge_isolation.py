@@ -11,6 +11,8 @@ refused, every write refused, and nothing may appear outside. Skipped where the 
 """
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -170,3 +172,35 @@ def test_the_temporary_folder_outside_the_grader_s_own_stays_readable(tmp_path, 
     assert "READ visible" in outputs, outputs
     assert all(r.passed for r in rows if r.level != "written"), [(r.task, r.status, r.message) for r in rows]
     assert list(temp.iterdir()) == [temp / "venv"]  # the grading run's folder removed with its last job
+
+
+def _without_namespaces(command: str) -> subprocess.CompletedProcess | None:
+    """Run ``command`` (sh) where making a user namespace fails as on a kernel that refuses them: inside a user
+    namespace of its own whose limit on further ones is 0 (``unshare`` then fails with ENOSPC). ``None`` where this
+    machine cannot make that namespace."""
+    import shutil
+    if shutil.which("unshare") is None or grader.isolation() is not None:
+        return None
+    probe = subprocess.run(["unshare", "-U", "-r", "sh", "-c", "echo 0 > /proc/sys/user/max_user_namespaces && "
+                            "! unshare -U true 2>/dev/null"], capture_output=True)
+    if probe.returncode != 0:
+        return None
+    return subprocess.run(["unshare", "-U", "-r", "sh", "-c", "echo 0 > /proc/sys/user/max_user_namespaces && "
+                           + command], capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "MINIRL_GRADER_ISOLATION": ""})
+
+
+def test_where_the_kernel_refuses_namespaces_the_grader_says_so_and_still_grades(tmp_path):
+    """The grader's first line warns, and grading goes on, where the kernel refuses the namespaces (made here for
+    real, not by setting ``MINIRL_GRADER_ISOLATION``). The same answer then reads the solutions past the audit hook
+    (test_without_isolation_those_routes_get_through): what the instructors' page says such a machine leaves open."""
+    folder = tmp_path / "class"
+    write(folder, "ana", NB, filled(NB))
+    done = _without_namespaces(f"{sys.executable} -m minirl.classroom grade {folder} --notebooks {NB}")
+    if done is None:
+        pytest.skip("this machine cannot make a user namespace that refuses further ones")
+    lines = done.stdout.splitlines()
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert lines[0].startswith("WARNING: no OS isolation: this kernel refuses unprivileged user namespaces"), lines[:3]
+    ana = [ln for ln in lines if ln.startswith("| ana")]
+    assert ana and not any("failed" in ln or "error" in ln for ln in ana), lines

@@ -244,3 +244,23 @@ def test_minirl_s_other_learners_cannot_train_the_sweep_s_policy(monkeypatch):
     data, _ = pc.project_data()
     assert "actor_loss" in bc.BC(data.obs_dim, data.act_dim).update(data.sample(8))
     assert checks.references_of(pc.check_penalty_sweep, "penalty_sweep")[1:] == pc.other_learners()
+
+
+def test_the_project_s_dataset_is_read_from_the_cache_and_never_written_by_a_grading_process(monkeypatch, tmp_path):
+    """``project_data`` reads the dataset's cache where it is there (a rollout of 100,000 steps, about 6 s of CPU,
+    which it once paid again in every process: the grader's and every child's); without a cache it makes the dataset
+    without writing one (a grading child may write only in its own folder)."""
+    from minirl import datasets
+    made = []
+    real_make = datasets.make_dataset
+    monkeypatch.setattr(datasets, "make_dataset", lambda *a, **k: made.append(a) or real_make(*a, **k))
+    monkeypatch.setattr(pc, "_DATA", {})
+    monkeypatch.setenv("MINIRL_DATA", str(tmp_path))
+    data, _ = pc.project_data()
+    assert len(made) == 1 and list(tmp_path.iterdir()) == []  # made, nothing cached
+    datasets.load_dataset(pc.DATASET, progress=False)  # what the grader does before it forks (sandbox.warm)
+    assert len(made) == 2 and datasets.cache_path(pc.DATASET).exists()
+    monkeypatch.setattr(pc, "_DATA", {})
+    cached, _ = pc.project_data()
+    assert len(made) == 2  # read, not made again
+    assert np.array_equal(cached.observations, data.observations) and np.array_equal(cached.actions, data.actions)

@@ -48,8 +48,10 @@ def warm(notebooks: set[str]) -> None:
     for name in sorted(notebooks & set(WARM)):
         key, module, function = WARM[name]
         agent_checks._cached(key, getattr(importlib.import_module(f"{__package__}.{module}"), function))
-    if "06_project" in notebooks:  # its dataset, made (and cached on disk) here: an isolated child cannot write it
+    if "06_project" in notebooks:  # its dataset, cached on disk here (an isolated child cannot write it), and loaded
+        from .. import datasets
         from . import project_checks
+        datasets.load_dataset(project_checks.DATASET, progress=False)
         project_checks.project_data()
     if "05_comparison" in notebooks:
         from . import comparison_checks
@@ -70,6 +72,7 @@ def preload() -> None:
     import matplotlib.pyplot  # noqa: F401
     import numpy  # noqa: F401
     import torch  # noqa: F401
+    import torch._dynamo  # noqa: F401 - what torch's first optimizer imports (about 1 s of CPU in every child)
     from IPython.core.interactiveshell import InteractiveShell  # noqa: F401
 
     from .. import bcq, cql, discrete, iql, nets, plots, stitching, tabular  # noqa: F401
@@ -396,6 +399,7 @@ def _prepare_child(work: str, time_limit: float, hidden: list[str] | None, temp_
     resource.setrlimit(resource.RLIMIT_FSIZE, (FILE_SIZE_LIMIT, FILE_SIZE_LIMIT))
     import matplotlib.pyplot  # noqa: F401 - here, so that a failure to import is the crash reported above
     import torch  # noqa: F401
+    import torch._dynamo  # noqa: F401 - what torch's first optimizer imports (about 1 s of CPU in every child)
     from IPython.core.interactiveshell import InteractiveShell  # noqa: F401
 
 
