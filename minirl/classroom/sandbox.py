@@ -399,7 +399,6 @@ def _prepare_child(work: str, time_limit: float, hidden: list[str] | None, temp_
     resource.setrlimit(resource.RLIMIT_FSIZE, (FILE_SIZE_LIMIT, FILE_SIZE_LIMIT))
     import matplotlib.pyplot  # noqa: F401 - here, so that a failure to import is the crash reported above
     import torch  # noqa: F401
-    import torch._dynamo  # noqa: F401 - what torch's first optimizer imports (about 1 s of CPU in every child)
     from IPython.core.interactiveshell import InteractiveShell  # noqa: F401
 
 
